@@ -1,0 +1,267 @@
+/* etch.h - the one public header of etch, a C11 runtime for causal language models on a CPU.
+ *
+ * If it is not in this header, it is not API.
+ *
+ * Model of use:
+ *   export (ahead of time)  : etch_export_llama2c(...)          -> a program file (.etch)
+ *   open                    : etch_program_open(path, ...)      -> etch_program (immutable, shareable)
+ *   session                 : etch_session_new(program, ...)    -> etch_session (KV cache, workspace, stats)
+ *   run                     : etch_forward(...) or etch_generate(...)
+ *
+ * Conventions
+ *   - Every function that can fail returns an etch_status. ETCH_OK is 0.
+ *   - Functions without a handle (open, export, tokenize) write a message into an optional etch_error.
+ *     Session functions keep their last message in the session (etch_session_error).
+ *   - Nothing in the library prints, exits or aborts on bad input.
+ *   - Freeing or closing NULL is a no-op.
+ *   - An etch_program is immutable once opened: any number of sessions on any number of threads may
+ *     share it. A session is used by one thread at a time.
+ */
+#ifndef ETCH_H
+#define ETCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ETCH_VERSION_MAJOR 0
+#define ETCH_VERSION_MINOR 1
+#define ETCH_VERSION_PATCH 0
+#define ETCH_VERSION_STRING "0.1.0"
+
+/* The version of the library linked at run time, e.g. "0.1.0". */
+const char *etch_version(void);
+
+/* ---------------------------------------------------------------- status and errors */
+
+typedef enum etch_status {
+    ETCH_OK = 0,
+    ETCH_ERR_ARG = 1,         /* a bad argument from the caller (NULL, out of range option) */
+    ETCH_ERR_IO = 2,          /* a file could not be opened, read, mapped or written */
+    ETCH_ERR_FORMAT = 3,      /* a file is malformed: truncated, bad checksum, sizes that disagree */
+    ETCH_ERR_UNSUPPORTED = 4, /* a well-formed input etch does not support (newer version, architecture) */
+    ETCH_ERR_NOMEM = 5,       /* an allocation failed */
+    ETCH_ERR_INPUT = 6,       /* a forward call's inputs break the method's contract */
+    ETCH_ERR_CONTEXT = 7,     /* the tokens do not fit the context */
+    ETCH_ERR_TEXT = 8         /* text is not valid UTF-8 */
+} etch_status;
+
+/* A short name for a status, e.g. "format error". Static storage. */
+const char *etch_status_string(etch_status st);
+
+/* Filled by functions that have no handle to keep a message in. */
+typedef struct etch_error {
+    etch_status status;
+    char message[1024];
+} etch_error;
+
+/* ---------------------------------------------------------------- program */
+
+typedef struct etch_program etch_program; /* an opened program file: immutable, shareable */
+typedef struct etch_session etch_session; /* KV cache, workspace, stats: one per conversation */
+
+/* The method metadata of a program, with the names ExecuTorch's runner uses.
+ * Every pointer is a view into the program and lives as long as it. */
+typedef struct etch_method_meta {
+    int32_t max_seq_len;          /* the most tokens one forward call accepts (1 = a static program) */
+    int32_t max_context_len;      /* KV-cache length: positions 0 .. max_context_len-1 */
+    int32_t use_kv_cache;         /* 1 */
+    int32_t enable_dynamic_shape; /* 1 when max_seq_len > 1 */
+    int32_t bos_id;               /* -1 when the model has none */
+    int32_t n_eos;
+    const int32_t *eos_ids;       /* [n_eos] */
+    int32_t vocab_size;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t dim;                  /* hidden size */
+    int32_t hidden_dim;           /* feed-forward size */
+    float norm_eps;
+    float rope_base;
+    int32_t tied_embeddings;      /* 1 when the classifier reuses the token embedding table */
+    const char *arch;             /* "llama" */
+    const char *dtype;            /* "f32" */
+    const char *rope_style;       /* "adjacent" (pairs x[2i], x[2i+1]) or "half" (x[i], x[i+d/2]) */
+    const char *tokenizer;        /* "sp-bpe" (score-ranked SentencePiece-style BPE) */
+} etch_method_meta;
+
+/* Opens a program file: maps it, checks header, metadata and tensor directory (checksum, bounds,
+ * alignment, shapes) before handing out anything. The weights are used in place from the mapping.
+ * On success *out owns the mapping; release it with etch_program_close. On failure *out is NULL. */
+etch_status etch_program_open(const char *path, etch_program **out, etch_error *err);
+
+/* Closes a program. Every session made from it must be freed first. NULL is a no-op. */
+void etch_program_close(etch_program *p);
+
+/* The method metadata. Owned by the program. */
+const etch_method_meta *etch_program_meta(const etch_program *p);
+
+/* One entry of the tensor directory, for inspection. Views into the program. */
+typedef struct etch_tensor_info {
+    const char *name;
+    const char *dtype; /* "f32" */
+    int32_t ndim;
+    int64_t dims[4];
+    uint64_t offset;   /* from the start of the file, a multiple of 64 */
+    uint64_t nbytes;
+} etch_tensor_info;
+
+/* File-level facts, for inspection. */
+typedef struct etch_program_info {
+    uint32_t format_version;
+    uint64_t file_size;
+    uint64_t checksum;   /* over header, metadata and directory: verified at open */
+    uint64_t data_hash;  /* over the tensor data: verified by etch_program_verify_data */
+    int32_t n_tensors;
+    int32_t n_metadata;
+    uint64_t n_parameters;
+    double load_start_ms, load_end_ms; /* wall clock (ms since the epoch) around etch_program_open */
+} etch_program_info;
+
+void etch_program_info_get(const etch_program *p, etch_program_info *out);
+etch_status etch_program_tensor(const etch_program *p, int32_t i, etch_tensor_info *out);
+
+/* Hashes the tensor data and compares it with the hash stored at export. Reads every byte. */
+etch_status etch_program_verify_data(const etch_program *p, etch_error *err);
+
+/* Writes metadata entry i as "key: value" text (arrays abbreviated) into buf. Returns the length
+ * it needed (as snprintf), or -1 when i is out of range. */
+int etch_program_metadata_text(const etch_program *p, int32_t i, char *buf, size_t cap);
+
+/* ---------------------------------------------------------------- export */
+
+typedef struct etch_export_options {
+    int32_t max_context_len; /* 0: the model's own context length */
+    int32_t max_seq_len;     /* 0: the default, 128; 1: a static program (one token per call).
+                                Clamped to max_context_len. */
+} etch_export_options;
+
+/* Converts a llama2.c checkpoint (version 0 or legacy header) and its tokenizer.bin into a program
+ * file at out_path. opt may be NULL for defaults. Nothing is written at out_path on failure. */
+etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_path,
+                                const char *out_path, const etch_export_options *opt,
+                                etch_error *err);
+
+/* ---------------------------------------------------------------- tokenizer */
+
+/* Encodes UTF-8 text with the program's tokenizer. With add_bos, the BOS id comes first.
+ * On success *ids_out is a malloc'ed array of *n_out ids that the caller frees with etch_free.
+ * Invalid UTF-8 is refused with ETCH_ERR_TEXT and the byte offset in the message. */
+etch_status etch_tokenize(const etch_program *p, const char *text, size_t len, int add_bos,
+                          int32_t **ids_out, int32_t *n_out, etch_error *err);
+
+/* Decodes ids into text (no leading space from the dummy prefix, no control tokens).
+ * *text_out is malloc'ed, NUL-terminated, to be freed with etch_free. */
+etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n, char **text_out,
+                            size_t *len_out, etch_error *err);
+
+/* Streaming detokenization: push ids one at a time, get back only complete UTF-8 characters.
+ * Bytes of a character split across tokens are held until it is complete; an invalid sequence
+ * becomes U+FFFD. The decoder borrows the program, which must outlive it. */
+typedef struct etch_decoder etch_decoder;
+etch_status etch_decoder_new(const etch_program *p, etch_decoder **out);
+/* Appends the text of `id` (prev_id: the id before it, or -1) and returns a view of the bytes that
+ * are now complete; the view is valid until the next call. */
+const char *etch_decoder_push(etch_decoder *d, int32_t prev_id, int32_t id, size_t *len);
+/* Returns what is still held (as U+FFFD for an incomplete character) and resets. */
+const char *etch_decoder_flush(etch_decoder *d, size_t *len);
+void etch_decoder_free(etch_decoder *d);
+
+void etch_free(void *ptr);
+
+/* ---------------------------------------------------------------- sessions and forward */
+
+/* Creates a session: a KV cache [n_layers, max_context_len, n_kv_heads * head_dim] for K and V and a
+ * workspace for max_seq_len rows, all allocated here, none in the token loop. Borrows the program. */
+etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err);
+void etch_session_free(etch_session *s);
+
+/* The last error message of this session ("" when none). Valid until the next call on it. */
+const char *etch_session_error(const etch_session *s);
+
+/* One forward call: tokens[n] at positions start_pos .. start_pos+n-1, over the KV cache, which it
+ * extends. Requires 1 <= n <= max_seq_len, 0 <= start_pos, start_pos + n <= max_context_len and every
+ * id in [0, vocab_size); otherwise ETCH_ERR_INPUT with a message showing the method metadata and the
+ * inputs. The cache must hold positions 0 .. start_pos-1 from earlier calls (positions past
+ * start_pos are overwritten).
+ * logits: [vocab_size] for the last position, or [n, vocab_size] (row i = position start_pos+i)
+ * when all_logits is non-zero. May be NULL to only fill the cache. */
+etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos,
+                         float *logits, int all_logits);
+
+/* ---------------------------------------------------------------- generation */
+
+typedef enum etch_prefill_mode {
+    ETCH_PREFILL_AUTO = 0,      /* batched when max_seq_len > 1, else one token per call */
+    ETCH_PREFILL_BATCHED = 1,   /* chunks of min(max_seq_len, tokens left) */
+    ETCH_PREFILL_SEQUENTIAL = 2 /* one token per call on any program */
+} etch_prefill_mode;
+
+typedef struct etch_generate_config {
+    int32_t max_new_tokens; /* generated tokens, not counting the prompt; stops earlier at EOS or a full context */
+    float temperature;      /* 0: greedy */
+    int32_t top_k;          /* 0: off */
+    float top_p;            /* 1: off */
+    uint64_t seed;
+    etch_prefill_mode prefill;
+    int add_bos;            /* prepend the program's BOS id (when it has one) */
+} etch_generate_config;
+
+/* Fills the defaults: 128 tokens, greedy, top_k 0, top_p 1, seed 42, auto prefill, add_bos 1. */
+void etch_generate_config_default(etch_generate_config *cfg);
+
+/* Called once per generated token with the text that became complete (maybe empty, never a broken
+ * UTF-8 character). Return non-zero to stop generation. */
+typedef int (*etch_token_callback)(void *user, int32_t token, const char *text, size_t len);
+
+/* Tokenizes prompt, prefills it (policy from cfg->prefill), then samples and decodes up to
+ * cfg->max_new_tokens tokens. Resets the session's KV cache first. A prompt that cannot fit the
+ * context is refused before any forward call (ETCH_ERR_CONTEXT). on_token may be NULL. */
+etch_status etch_generate(etch_session *s, const char *prompt, const etch_generate_config *cfg,
+                          etch_token_callback on_token, void *user);
+
+/* The ids of the last etch_generate's prompt (BOS included). View valid until the next generate. */
+const int32_t *etch_session_prompt_ids(const etch_session *s, int32_t *n);
+/* The ids generated by the last etch_generate. View valid until the next generate. */
+const int32_t *etch_session_generated_ids(const etch_session *s, int32_t *n);
+
+/* ---------------------------------------------------------------- stats */
+
+/* What the last etch_generate measured. Timestamps are wall-clock milliseconds since the epoch,
+ * taken from one monotonic clock (so they are ordered), as ExecuTorch's runner reports them.
+ * docs/STATS.md says what each one marks. */
+typedef struct etch_stats {
+    int64_t prompt_tokens;
+    int64_t generated_tokens;
+    double model_load_start_ms;
+    double model_load_end_ms;
+    double inference_start_ms;
+    double token_encode_end_ms;
+    double model_execution_start_ms;
+    double model_execution_end_ms;
+    double inference_end_ms;
+    double prompt_eval_end_ms;
+    double first_token_ms;
+    double aggregate_sampling_time_ms;
+    etch_prefill_mode prefill_used; /* BATCHED or SEQUENTIAL: what ran */
+    int32_t n_chunks;
+    const int32_t *chunks;          /* [n_chunks] tokens per prefill forward call */
+    int32_t stop_reason;            /* 0: max_new_tokens, 1: EOS, 2: context full, 3: callback */
+} etch_stats;
+
+const etch_stats *etch_session_stats(const etch_session *s);
+
+/* Writes `PyTorchObserver {...}` (one line, no newline) into buf. Returns the length it needed. */
+int etch_stats_observer_line(const etch_stats *st, char *buf, size_t cap);
+/* Writes ExecuTorch's human report (several lines, each ending in a newline). Returns the length
+ * it needed. */
+int etch_stats_report(const etch_stats *st, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ETCH_H */

@@ -1,0 +1,61 @@
+/* base: status messages, clocks, mapped files, checked arithmetic, hashing.
+ * Used by every other layer; uses nothing of etch. */
+#ifndef ETCH_BASE_H
+#define ETCH_BASE_H
+
+#include "etch.h"
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Sets err (when non-NULL) to st and a printf-style message; returns st so callers can
+ * `return base_fail(err, ETCH_ERR_IO, "...")`. */
+etch_status base_fail(etch_error *err, etch_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void base_clear(etch_error *err);
+
+/* Wall-clock microseconds since the epoch, advanced by a monotonic clock so that successive
+ * readings never go backwards. */
+double base_now_us(void);
+
+/* A read-only mapping of a whole file. */
+typedef struct base_map {
+    const uint8_t *data; /* [size], NULL for an empty file */
+    uint64_t size;
+} base_map;
+
+/* Maps path read-only. On failure, a message naming the file. */
+etch_status base_map_open(const char *path, base_map *m, etch_error *err);
+void base_map_close(base_map *m);
+
+/* Reads a whole file into a malloc'ed buffer (caller frees). For small inputs at export time. */
+etch_status base_read_file(const char *path, uint8_t **data, uint64_t *size, etch_error *err);
+
+/* Checked arithmetic on sizes read from files: return 0 on overflow. */
+static inline int base_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline int base_add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* 64-bit FNV-1a, continued from h (start with BASE_FNV_INIT). */
+#define BASE_FNV_INIT 0xcbf29ce484222325ull
+uint64_t base_fnv1a(uint64_t h, const void *data, size_t n);
+
+/* Little-endian loads from unaligned bytes. */
+static inline uint32_t base_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t base_le64(const uint8_t *p) {
+    return (uint64_t)base_le32(p) | (uint64_t)base_le32(p + 4) << 32;
+}
+
+/* UTF-8: the length of the valid sequence starting at s (1..4), or 0 when s[0..n) does not start
+ * with one (bad lead byte, bad continuation, overlong, surrogate, past U+10FFFF, or cut short). */
+int base_utf8_seq_len(const uint8_t *s, size_t n);
+/* The offset of the first invalid byte, or n when all of s[0..n) is valid UTF-8. */
+size_t base_utf8_check(const uint8_t *s, size_t n);
+
+#endif

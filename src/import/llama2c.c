@@ -1,0 +1,193 @@
+/* import: llama2.c checkpoints (legacy version 0) and tokenizer.bin files. */
+#include "import.h"
+
+#include "../tokenizer/tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void imp_model_free(imp_model *m) {
+    if (!m) return;
+    free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tensors);
+    base_map_close(&m->map);
+    memset(m, 0, sizeof *m);
+}
+
+static imp_tensor *add_tensor(imp_model *m, const char *name, const float *data, uint64_t rows, uint64_t cols) {
+    imp_tensor *t = &m->tensors[m->n_tensors++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->data = data;
+    t->ndim = cols ? 2 : 1;
+    t->dims[0] = rows;
+    t->dims[1] = cols;
+    return t;
+}
+
+/* Reads the tokenizer: int32 max_token_length, then per token: f32 score, int32 length, bytes. */
+static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *err) {
+    uint8_t *data;
+    uint64_t size;
+    etch_status st = base_read_file(path, &data, &size, err);
+    if (st) return st;
+    int32_t n = m->vocab_size;
+    m->tok_offsets = malloc(((size_t)n + 1) * sizeof *m->tok_offsets);
+    m->tok_scores = malloc((size_t)n * sizeof *m->tok_scores);
+    m->tok_types = malloc((size_t)n);
+    m->tok_blob = malloc(size ? (size_t)size : 1); /* the pieces are shorter than the file */
+    if (!m->tok_offsets || !m->tok_scores || !m->tok_types || !m->tok_blob) {
+        free(data);
+        return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the vocabulary", path);
+    }
+    uint64_t at = 4, blob = 0;
+    if (size < 4) {
+        free(data);
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: shorter than its 4-byte header", path);
+    }
+    int32_t max_len = (int32_t)base_le32(data);
+    if (max_len < 1 || max_len > 65536) {
+        free(data);
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: max_token_length %d is out of range", path, max_len);
+    }
+    for (int32_t i = 0; i < n; i++) {
+        if (size - at < 8) {
+            free(data);
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: truncated at token %d of %d (offset %llu)", path, i, n,
+                             (unsigned long long)at);
+        }
+        float score;
+        uint32_t bits = base_le32(data + at);
+        memcpy(&score, &bits, 4);
+        int32_t len = (int32_t)base_le32(data + at + 4);
+        at += 8;
+        if (len < 0 || len > max_len || (uint64_t)len > size - at) {
+            free(data);
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: token %d has length %d (max_token_length %d, %llu bytes left)",
+                             path, i, len, max_len, (unsigned long long)(size - at));
+        }
+        m->tok_offsets[i] = (int32_t)blob;
+        memcpy(m->tok_blob + blob, data + at, (size_t)len);
+        const char *piece = (const char *)data + at;
+        at += (uint64_t)len;
+        blob += (uint64_t)len;
+        m->tok_scores[i] = score;
+        /* llama2.c's convention: 0 <unk>, 1 <s>, 2 </s>; <0xHH> pieces are byte fallback. */
+        uint8_t type = TOK_NORMAL;
+        if (i == 0) type = TOK_UNKNOWN;
+        else if (i == 1 || i == 2) type = TOK_CONTROL;
+        else if (len == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>') type = TOK_BYTE;
+        m->tok_types[i] = type;
+    }
+    m->tok_offsets[n] = (int32_t)blob;
+    m->tok_blob_size = blob;
+    free(data);
+    m->bos_id = n > 1 ? 1 : -1;
+    m->unk_id = 0;
+    m->eos_ids[0] = n > 2 ? 2 : 0;
+    m->n_eos = n > 2 ? 1 : 0;
+    m->add_dummy_prefix = 1;
+    return ETCH_OK;
+}
+
+etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_model *m, etch_error *err) {
+    memset(m, 0, sizeof *m);
+    etch_status st = base_map_open(model_path, &m->map, err);
+    if (st) return st;
+    const uint8_t *d = m->map.data;
+    uint64_t size = m->map.size;
+    if (size < 28) {
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: %llu bytes is shorter than the 28-byte llama2.c header", model_path,
+                         (unsigned long long)size);
+    }
+    if (memcmp(d, "24ka", 4) == 0) { /* 0x616b3432 little-endian: llama2.c's versioned export */
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_UNSUPPORTED,
+                         "%s: llama2.c versioned export (magic 'ak42', version %u) is not supported; export with "
+                         "the legacy (version 0) format",
+                         model_path, size >= 8 ? base_le32(d + 4) : 0);
+    }
+    int32_t h[7];
+    for (int i = 0; i < 7; i++) h[i] = (int32_t)base_le32(d + 4 * i);
+    int shared = h[5] > 0;
+    int32_t dim = h[0], hidden = h[1], layers = h[2], heads = h[3], kv_heads = h[4];
+    int32_t vocab = h[5] < 0 ? -h[5] : h[5], seq_len = h[6];
+    if (dim < 1 || dim > (1 << 16) || hidden < 1 || hidden > (1 << 18) || layers < 1 || layers > 1024 ||
+        heads < 1 || heads > dim || kv_heads < 1 || kv_heads > heads || vocab < 3 || vocab > (1 << 22) ||
+        seq_len < 1 || seq_len > (1 << 20) || dim % heads != 0 || heads % kv_heads != 0 || (dim / heads) % 2 != 0) {
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_FORMAT,
+                         "%s: header (dim %d, hidden_dim %d, n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, "
+                         "seq_len %d) is not a valid llama2.c model",
+                         model_path, dim, hidden, layers, heads, kv_heads, h[5], seq_len);
+    }
+    uint64_t hs = (uint64_t)(dim / heads), kv = hs * (uint64_t)kv_heads, D = (uint64_t)dim, H = (uint64_t)hidden;
+    uint64_t L = (uint64_t)layers, V = (uint64_t)vocab;
+    /* Floats in file order; the sizes are bounded above so none of these products overflow. */
+    uint64_t counts[] = {V * D, L * D, L * D * D, L * kv * D, L * kv * D, L * D * D, L * D,
+                         L * H * D, L * D * H, L * H * D, D, (uint64_t)seq_len * hs / 2 * 2, shared ? 0 : V * D};
+    uint64_t want = 28;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) want += counts[i] * 4;
+    if (size != want) {
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_FORMAT,
+                         "%s: the header implies %llu bytes of weights and tables but the file has %llu (%s)",
+                         model_path, (unsigned long long)want, (unsigned long long)size,
+                         size < want ? "truncated" : "trailing bytes");
+    }
+    m->arch = "llama";
+    m->dim = dim, m->hidden_dim = hidden, m->n_layers = layers, m->n_heads = heads, m->n_kv_heads = kv_heads;
+    m->head_dim = (int32_t)hs, m->vocab_size = vocab, m->context_len = seq_len;
+    m->norm_eps = 1e-5f, m->rope_base = 10000.0f, m->rope_style = "adjacent", m->tied_embeddings = shared;
+    snprintf(m->source, sizeof m->source, "llama2.c checkpoint %s", model_path);
+    m->tensors = calloc((size_t)layers * 9 + 3, sizeof *m->tensors);
+    if (!m->tensors) {
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the tensor list", model_path);
+    }
+    /* The checkpoint's data starts at byte 28, so its floats are only 4-byte aligned: the mapping is
+     * page-aligned and 28 is a multiple of 4, which is all float access needs. */
+    const float *f = (const float *)(d + 28);
+    const float *emb = f, *rms_att = emb + counts[0], *wq = rms_att + counts[1], *wk = wq + counts[2];
+    const float *wv = wk + counts[3], *wo = wv + counts[4], *rms_ffn = wo + counts[5], *w1 = rms_ffn + counts[6];
+    const float *w2 = w1 + counts[7], *w3 = w2 + counts[8], *rms_final = w3 + counts[9];
+    const float *wcls = rms_final + counts[10] + counts[11];
+    add_tensor(m, "token_embd.weight", emb, V, D);
+    for (int32_t l = 0; l < layers; l++) {
+        char name[64];
+        uint64_t i = (uint64_t)l;
+#define T(suffix, ptr, rows, cols)                                   \
+    snprintf(name, sizeof name, "blk.%d.%s.weight", l, suffix);      \
+    add_tensor(m, name, ptr, rows, cols)
+        T("attn_norm", rms_att + i * D, D, 0);
+        T("attn_q", wq + i * D * D, D, D);
+        T("attn_k", wk + i * kv * D, kv, D);
+        T("attn_v", wv + i * kv * D, kv, D);
+        T("attn_output", wo + i * D * D, D, D);
+        T("ffn_norm", rms_ffn + i * D, D, 0);
+        T("ffn_gate", w1 + i * H * D, H, D);
+        T("ffn_down", w2 + i * D * H, D, H);
+        T("ffn_up", w3 + i * H * D, H, D);
+#undef T
+    }
+    add_tensor(m, "output_norm.weight", rms_final, D, 0);
+    if (!shared) add_tensor(m, "output.weight", wcls, V, D);
+    if ((st = read_tokenizer(tokenizer_path, m, err))) {
+        imp_model_free(m);
+        return st;
+    }
+    return ETCH_OK;
+}
+
+etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_path, const char *out_path,
+                                const etch_export_options *opt, etch_error *err) {
+    base_clear(err);
+    if (!model_path || !tokenizer_path || !out_path)
+        return base_fail(err, ETCH_ERR_ARG, "etch_export_llama2c: a path is NULL");
+    imp_model m;
+    etch_status st = imp_llama2c(model_path, tokenizer_path, &m, err);
+    if (st) return st;
+    st = imp_export(&m, out_path, opt, err);
+    imp_model_free(&m);
+    return st;
+}

@@ -1,0 +1,83 @@
+/* model: the Llama decoder over n rows at a time. Every weight matrix multiplies all n rows of a
+ * chunk in one call; attention is causal inside the chunk and over the cache. */
+#include "model.h"
+
+#include "../kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+etch_status model_state_new(const model_config *c, model_state *s, etch_error *err) {
+    memset(s, 0, sizeof *s);
+    size_t rows = (size_t)c->max_seq_len, q_dim = (size_t)c->n_heads * c->head_dim;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
+    size_t cache = (size_t)c->n_layers * c->max_context_len * kv_dim;
+    struct { float **p; size_t n; } plan[] = {
+        {&s->x, rows * c->dim},          {&s->xb, rows * wide},
+        {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
+        {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
+        {&s->scores, (size_t)c->max_context_len},
+        {&s->k_cache, cache},            {&s->v_cache, cache},
+    };
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        *plan[i].p = calloc(plan[i].n, sizeof(float));
+        if (!*plan[i].p) {
+            model_state_free(s);
+            return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of session state",
+                             plan[i].n * sizeof(float));
+        }
+        s->bytes += plan[i].n * sizeof(float);
+    }
+    return ETCH_OK;
+}
+
+void model_state_free(model_state *s) {
+    if (!s) return;
+    free(s->x), free(s->xb), free(s->q), free(s->proj), free(s->hb), free(s->hb2), free(s->scores);
+    free(s->k_cache), free(s->v_cache);
+    memset(s, 0, sizeof *s);
+}
+
+static void add_rows(float *x, const float *y, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+void model_forward(const model_config *c, const model_weights *w, model_state *s, const int32_t *tokens, int n,
+                   int start_pos, float *logits, int all_logits) {
+    const int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
+    const size_t layer_cache = (size_t)c->max_context_len * kv_dim;
+
+    for (int r = 0; r < n; r++)
+        memcpy(s->x + (size_t)r * dim, w->tok_embd + (size_t)tokens[r] * dim, (size_t)dim * sizeof(float));
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const model_layer *L = &w->layers[l];
+        float *kc = s->k_cache + l * layer_cache, *vc = s->v_cache + l * layer_cache;
+        float *k_rows = kc + (size_t)start_pos * kv_dim, *v_rows = vc + (size_t)start_pos * kv_dim;
+
+        /* attention: q, k, v for all n rows; k and v land directly in the cache rows */
+        kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
+        kern_matmul_f32(s->q, s->xb, L->wq, n, q_dim, dim);
+        kern_matmul_f32(k_rows, s->xb, L->wk, n, kv_dim, dim);
+        kern_matmul_f32(v_rows, s->xb, L->wv, n, kv_dim, dim);
+        kern_rope(s->q, n, c->n_heads, hd, start_pos, c->rope_base, c->rope_style);
+        kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, c->rope_base, c->rope_style);
+        kern_attention(s->xb, s->q, kc, vc, n, start_pos, c->n_heads, c->n_kv_heads, hd, s->scores);
+        kern_matmul_f32(s->proj, s->xb, L->wo, n, dim, q_dim);
+        add_rows(s->x, s->proj, (size_t)n * dim);
+
+        /* feed-forward: w_down(silu(w_gate x) * w_up x) */
+        kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
+        kern_matmul_f32(s->hb, s->xb, L->w_up, n, c->hidden_dim, dim);
+        kern_matmul_f32(s->hb2, s->xb, L->w_gate, n, c->hidden_dim, dim);
+        kern_swiglu(s->hb, s->hb2, (size_t)n * c->hidden_dim);
+        kern_matmul_f32(s->proj, s->hb, L->w_down, n, dim, c->hidden_dim);
+        add_rows(s->x, s->proj, (size_t)n * dim);
+    }
+
+    if (!logits) return;
+    /* The classifier runs only on the rows asked for: the last one, unless all are wanted. */
+    int first = all_logits ? 0 : n - 1, rows = n - first;
+    kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
+    kern_matmul_f32(logits, s->xb, w->output, rows, c->vocab_size, dim);
+}

@@ -1,0 +1,62 @@
+/* model: the decoder. forward of n tokens at positions start_pos.. over the KV cache, for the Llama
+ * architecture (RMSNorm, RoPE, grouped-query attention, SwiGLU), configured by the program. */
+#ifndef ETCH_MODEL_H
+#define ETCH_MODEL_H
+
+#include "../base/base.h"
+
+typedef struct model_config {
+    int dim;          /* hidden size */
+    int hidden_dim;   /* feed-forward size */
+    int n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size;
+    int max_context_len; /* KV-cache rows */
+    int max_seq_len;     /* most rows one forward call takes */
+    float norm_eps, rope_base;
+    int rope_style;      /* KERN_ROPE_* */
+} model_config;
+
+/* Views into the program's mapping; shapes are [rows, cols] row-major. */
+typedef struct model_layer {
+    const float *attn_norm; /* [dim] */
+    const float *wq;        /* [n_heads * head_dim, dim] */
+    const float *wk;        /* [n_kv_heads * head_dim, dim] */
+    const float *wv;        /* [n_kv_heads * head_dim, dim] */
+    const float *wo;        /* [dim, n_heads * head_dim] */
+    const float *ffn_norm;  /* [dim] */
+    const float *w_gate;    /* [hidden_dim, dim]   (llama2.c w1) */
+    const float *w_up;      /* [hidden_dim, dim]   (llama2.c w3) */
+    const float *w_down;    /* [dim, hidden_dim]   (llama2.c w2) */
+} model_layer;
+
+typedef struct model_weights {
+    const float *tok_embd;  /* [vocab_size, dim] */
+    model_layer *layers;    /* [n_layers], owned by the program */
+    const float *out_norm;  /* [dim] */
+    const float *output;    /* [vocab_size, dim]: tok_embd when tied */
+} model_weights;
+
+/* Everything one session writes; sized once from the config. */
+typedef struct model_state {
+    float *x;        /* [max_seq_len, dim] residual stream */
+    float *xb;       /* [max_seq_len, max(dim, q_dim)] normed input / attention output */
+    float *q;        /* [max_seq_len, q_dim] */
+    float *proj;     /* [max_seq_len, dim] output of wo and w_down */
+    float *hb;       /* [max_seq_len, hidden_dim] */
+    float *hb2;      /* [max_seq_len, hidden_dim] */
+    float *scores;   /* [max_context_len] */
+    float *k_cache;  /* [n_layers, max_context_len, kv_dim] */
+    float *v_cache;  /* [n_layers, max_context_len, kv_dim] */
+    size_t bytes;    /* total allocated */
+} model_state;
+
+etch_status model_state_new(const model_config *c, model_state *s, etch_error *err);
+void model_state_free(model_state *s);
+
+/* The forward pass of tokens[n] at positions start_pos .. start_pos+n-1. The caller has checked
+ * the inputs (1 <= n <= max_seq_len, start_pos+n <= max_context_len, ids in range).
+ * logits: NULL, [vocab] for the last row, or [n, vocab] when all_logits. */
+void model_forward(const model_config *c, const model_weights *w, model_state *s, const int32_t *tokens, int n,
+                   int start_pos, float *logits, int all_logits);
+
+#endif

@@ -1,0 +1,283 @@
+/* runtime: the prefill policy, the decode loop, sampling and the stats report. */
+#include "runtime.h"
+
+#include "../kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void etch_generate_config_default(etch_generate_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->max_new_tokens = 128;
+    cfg->temperature = 0.0f;
+    cfg->top_k = 0;
+    cfg->top_p = 1.0f;
+    cfg->seed = 42;
+    cfg->prefill = ETCH_PREFILL_AUTO;
+    cfg->add_bos = 1;
+}
+
+/* ------------------------------------------------------------------ sampling */
+
+/* xorshift64*, as llama2.c samples: a seed gives the same tokens on every machine. */
+static uint32_t rng_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float rng_unit(uint64_t *state) { return (float)(rng_u32(state) >> 8) / 16777216.0f; }
+
+static int cand_desc(const void *a, const void *b) {
+    float pa = ((const rt_cand *)a)->p, pb = ((const rt_cand *)b)->p;
+    if (pa != pb) return pa < pb ? 1 : -1;
+    int32_t ia = ((const rt_cand *)a)->id, ib = ((const rt_cand *)b)->id;
+    return (ia > ib) - (ia < ib);
+}
+
+/* Keeps the k most probable tokens of probs[n] in c[0..k) as a min-heap, then sorts them. */
+static int top_k_select(const float *probs, int n, int k, rt_cand *c) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        rt_cand x = {probs[i], i};
+        if (m < k) {
+            int j = m++;
+            while (j > 0 && c[(j - 1) / 2].p > x.p) {
+                c[j] = c[(j - 1) / 2];
+                j = (j - 1) / 2;
+            }
+            c[j] = x;
+        } else if (x.p > c[0].p) {
+            int j = 0;
+            for (;;) {
+                int l = 2 * j + 1, r = l + 1, s = j;
+                float ps = x.p;
+                if (l < m && c[l].p < ps) s = l, ps = c[l].p;
+                if (r < m && c[r].p < ps) s = r;
+                if (s == j) break;
+                c[j] = c[s];
+                j = s;
+            }
+            c[j] = x;
+        }
+    }
+    qsort(c, (size_t)m, sizeof *c, cand_desc);
+    return m;
+}
+
+static int32_t sample(etch_session *s, const etch_generate_config *cfg, float *logits) {
+    int n = s->prog->meta.vocab_size;
+    if (cfg->temperature <= 0.0f) return kern_argmax(logits, n);
+    for (int i = 0; i < n; i++) logits[i] /= cfg->temperature;
+    kern_softmax(logits, n);
+    rt_cand *c = s->cand;
+    int m;
+    if (cfg->top_k > 0 && cfg->top_k < n) {
+        m = top_k_select(logits, n, cfg->top_k, c);
+    } else if (cfg->top_p < 1.0f) {
+        /* Tokens below this cannot be in the nucleus (llama2.c's cut, which keeps the sort short). */
+        float cutoff = (1.0f - cfg->top_p) / (float)(n - 1);
+        m = 0;
+        for (int i = 0; i < n; i++)
+            if (logits[i] >= cutoff) c[m++] = (rt_cand){logits[i], i};
+        qsort(c, (size_t)m, sizeof *c, cand_desc);
+    } else {
+        float r = rng_unit(&s->rng), acc = 0.0f;
+        for (int i = 0; i < n; i++) {
+            acc += logits[i];
+            if (r < acc) return i;
+        }
+        return n - 1;
+    }
+    float mass = 0.0f;
+    int keep = m;
+    for (int i = 0; i < m; i++) {
+        mass += c[i].p;
+        if (cfg->top_p < 1.0f && mass > cfg->top_p) {
+            keep = i + 1;
+            break;
+        }
+    }
+    float r = rng_unit(&s->rng) * mass, acc = 0.0f;
+    for (int i = 0; i < keep; i++) {
+        acc += c[i].p;
+        if (r < acc) return c[i].id;
+    }
+    return c[keep - 1].id;
+}
+
+/* ------------------------------------------------------------------ generation */
+
+static double now_ms(void) { return base_now_us() / 1000.0; }
+
+static int is_eos(const etch_method_meta *m, int32_t id) {
+    for (int32_t i = 0; i < m->n_eos; i++)
+        if (m->eos_ids[i] == id) return 1;
+    return 0;
+}
+
+etch_status etch_generate(etch_session *s, const char *prompt, const etch_generate_config *cfg_in,
+                          etch_token_callback on_token, void *user) {
+    if (!s) return ETCH_ERR_ARG;
+    etch_generate_config cfg;
+    if (cfg_in) cfg = *cfg_in;
+    else etch_generate_config_default(&cfg);
+    const etch_program *p = s->prog;
+    const etch_method_meta *m = &p->meta;
+    s->error[0] = '\0';
+    if (!prompt) return rt_fail(s, ETCH_ERR_ARG, "etch_generate: prompt is NULL");
+    if (cfg.max_new_tokens < 0) return rt_fail(s, ETCH_ERR_ARG, "max_new_tokens %d is negative", cfg.max_new_tokens);
+    if (!(cfg.temperature >= 0.0f) || cfg.temperature > 100.0f)
+        return rt_fail(s, ETCH_ERR_ARG, "temperature %g is outside 0..100", (double)cfg.temperature);
+    if (!(cfg.top_p > 0.0f && cfg.top_p <= 1.0f))
+        return rt_fail(s, ETCH_ERR_ARG, "top_p %g is outside (0, 1]", (double)cfg.top_p);
+    if (cfg.top_k < 0) return rt_fail(s, ETCH_ERR_ARG, "top_k %d is negative", cfg.top_k);
+    if (cfg.prefill != ETCH_PREFILL_AUTO && cfg.prefill != ETCH_PREFILL_BATCHED &&
+        cfg.prefill != ETCH_PREFILL_SEQUENTIAL)
+        return rt_fail(s, ETCH_ERR_ARG, "unknown prefill mode %d", (int)cfg.prefill);
+
+    etch_stats *st = &s->stats;
+    memset(st, 0, sizeof *st);
+    st->chunks = s->chunks;
+    st->model_load_start_ms = p->load_start_ms;
+    st->model_load_end_ms = p->load_end_ms;
+    st->inference_start_ms = now_ms();
+    s->n_generated = 0;
+    s->rng = cfg.seed ? cfg.seed : 0x9E3779B97F4A7C15ull;
+    s->utf8.n_held = 0;
+
+    /* Encode. */
+    free(s->prompt);
+    s->prompt = NULL;
+    s->n_prompt = 0;
+    etch_error err;
+    etch_status rc = tok_encode(&p->tok, prompt, strlen(prompt), cfg.add_bos, &s->prompt, &s->n_prompt, &err);
+    if (rc) return rt_fail(s, rc, "prompt: %s", err.message);
+    st->token_encode_end_ms = now_ms();
+    int32_t n_prompt = s->n_prompt;
+    st->prompt_tokens = n_prompt;
+    if (n_prompt == 0)
+        return rt_fail(s, ETCH_ERR_ARG, "the prompt is empty and no BOS token is added: nothing to condition on");
+    if (n_prompt > m->max_context_len)
+        return rt_fail(s, ETCH_ERR_CONTEXT,
+                       "the prompt has %d tokens but the context holds %d (max_context_len): shorten the prompt "
+                       "or export with a larger --max-context-len",
+                       n_prompt, m->max_context_len);
+
+    /* Prefill: chunks of min(bound, tokens left); the bound is 1 for sequential prefill. */
+    int32_t bound = cfg.prefill == ETCH_PREFILL_SEQUENTIAL ? 1 : m->max_seq_len;
+    st->prefill_used = bound > 1 ? ETCH_PREFILL_BATCHED : ETCH_PREFILL_SEQUENTIAL;
+    st->model_execution_start_ms = now_ms();
+    int32_t pos = 0;
+    while (pos < n_prompt) {
+        int32_t c = n_prompt - pos < bound ? n_prompt - pos : bound;
+        int last = pos + c == n_prompt;
+        rc = etch_forward(s, s->prompt + pos, c, pos, last ? s->logits : NULL, 0);
+        if (rc) return rc;
+        s->chunks[st->n_chunks++] = c;
+        pos += c;
+    }
+    st->prompt_eval_end_ms = now_ms();
+    st->model_execution_end_ms = st->prompt_eval_end_ms;
+
+    /* Decode: sample from the last logits, emit, feed the token back while room and budget remain. */
+    int32_t prev = s->prompt[n_prompt - 1];
+    double sampling_us = 0.0;
+    st->stop_reason = 0;
+    for (int32_t i = 0; i < cfg.max_new_tokens; i++) {
+        double t0 = base_now_us();
+        int32_t tok = sample(s, &cfg, s->logits);
+        sampling_us += base_now_us() - t0;
+        s->generated[s->n_generated++] = tok;
+        if (i == 0) st->first_token_ms = now_ms();
+        size_t plen;
+        const char *piece = tok_piece(&p->tok, prev, tok, &plen);
+        size_t tlen = tok_utf8_feed(&s->utf8, piece, plen, s->text);
+        prev = tok;
+        if (on_token && on_token(user, tok, s->text, tlen)) {
+            st->stop_reason = 3;
+            break;
+        }
+        if (is_eos(m, tok)) {
+            st->stop_reason = 1;
+            break;
+        }
+        if (i + 1 == cfg.max_new_tokens) break;
+        if (pos >= m->max_context_len) {
+            st->stop_reason = 2;
+            break;
+        }
+        rc = etch_forward(s, &tok, 1, pos, s->logits, 0);
+        if (rc) return rc;
+        pos++;
+        st->model_execution_end_ms = now_ms();
+    }
+    size_t tail = tok_utf8_finish(&s->utf8, s->text);
+    if (tail && on_token) on_token(user, -1, s->text, tail);
+    if (s->n_generated == 0) st->first_token_ms = st->prompt_eval_end_ms;
+    st->generated_tokens = s->n_generated;
+    st->aggregate_sampling_time_ms = sampling_us / 1000.0;
+    st->inference_end_ms = now_ms();
+    return ETCH_OK;
+}
+
+const int32_t *etch_session_prompt_ids(const etch_session *s, int32_t *n) {
+    *n = s ? s->n_prompt : 0;
+    return s ? s->prompt : NULL;
+}
+
+const int32_t *etch_session_generated_ids(const etch_session *s, int32_t *n) {
+    *n = s ? s->n_generated : 0;
+    return s ? s->generated : NULL;
+}
+
+const etch_stats *etch_session_stats(const etch_session *s) { return s ? &s->stats : NULL; }
+
+/* ------------------------------------------------------------------ stats report */
+
+static double rate(double tokens, double ms) { return ms > 0.0 ? tokens / ms * 1000.0 : 0.0; }
+
+int etch_stats_observer_line(const etch_stats *st, char *buf, size_t cap) {
+    double prefill_ms = st->prompt_eval_end_ms - st->inference_start_ms;
+    double decode_ms = st->inference_end_ms - st->prompt_eval_end_ms;
+    /* Integer milliseconds, as ExecuTorch's runner writes them; the rates use the exact times. */
+    return snprintf(buf, cap,
+                    "PyTorchObserver {\"prompt_tokens\": %lld, \"generated_tokens\": %lld, "
+                    "\"model_load_start_ms\": %lld, \"model_load_end_ms\": %lld, \"inference_start_ms\": %lld, "
+                    "\"token_encode_end_ms\": %lld, \"model_execution_start_ms\": %lld, "
+                    "\"model_execution_end_ms\": %lld, \"inference_end_ms\": %lld, \"prompt_eval_end_ms\": %lld, "
+                    "\"first_token_ms\": %lld, \"aggregate_sampling_time_ms\": %lld, "
+                    "\"SCALING_FACTOR_UNITS_PER_SECOND\": 1000, \"prefill_token_per_sec\": %.3f, "
+                    "\"decode_token_per_sec\": %.3f, \"prefill\": \"%s\", \"prefill_chunks\": %d}",
+                    (long long)st->prompt_tokens, (long long)st->generated_tokens,
+                    (long long)st->model_load_start_ms, (long long)st->model_load_end_ms,
+                    (long long)st->inference_start_ms, (long long)st->token_encode_end_ms,
+                    (long long)st->model_execution_start_ms, (long long)st->model_execution_end_ms,
+                    (long long)st->inference_end_ms, (long long)st->prompt_eval_end_ms,
+                    (long long)st->first_token_ms, (long long)st->aggregate_sampling_time_ms,
+                    rate((double)st->prompt_tokens, prefill_ms), rate((double)st->generated_tokens, decode_ms),
+                    st->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched", st->n_chunks);
+}
+
+int etch_stats_report(const etch_stats *st, char *buf, size_t cap) {
+    double inf_ms = st->inference_end_ms - st->inference_start_ms;
+    double prompt_ms = st->prompt_eval_end_ms - st->inference_start_ms;
+    double gen_ms = st->inference_end_ms - st->prompt_eval_end_ms;
+    double gen = (double)st->generated_tokens;
+    return snprintf(buf, cap,
+                    "\tPrompt Tokens: %lld Generated Tokens: %lld\n"
+                    "\tModel Load Time:\t\t%f (seconds)\n"
+                    "\tTotal inference time:\t\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
+                    "\t\tPrompt evaluation:\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
+                    "\t\tGenerated %lld tokens:\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
+                    "\tTime to first generated token:\t%f (seconds)\n"
+                    "\tSampling time over %lld tokens:\t%f (seconds)\n",
+                    (long long)st->prompt_tokens, (long long)st->generated_tokens,
+                    (st->model_load_end_ms - st->model_load_start_ms) / 1000.0, inf_ms / 1000.0, rate(gen, inf_ms),
+                    prompt_ms / 1000.0, rate((double)st->prompt_tokens, prompt_ms), (long long)st->generated_tokens,
+                    gen_ms / 1000.0, rate(gen, gen_ms), (st->first_token_ms - st->inference_start_ms) / 1000.0,
+                    (long long)(st->prompt_tokens + st->generated_tokens), st->aggregate_sampling_time_ms / 1000.0);
+}

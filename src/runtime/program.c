@@ -1,0 +1,278 @@
+/* runtime: opening a program: map, validate metadata and tensors, build the tokenizer. */
+#include "runtime.h"
+
+#include "../kernels/kernels.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Required scalar and array lookups; each failure names the file and the key. */
+static etch_status need_meta(const etch_program *p, const char *path, const char *key, uint32_t type,
+                             uint32_t count, const fmt_meta **out, etch_error *err) {
+    const fmt_meta *m = fmt_find_meta(&p->file, key);
+    if (!m) return base_fail(err, ETCH_ERR_FORMAT, "%s: metadata '%s' is missing", path, key);
+    if (m->type != type || (count && m->count != count))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: metadata '%s' has type %u with %u values; expected type %u%s",
+                         path, key, m->type, m->count, type, count == 1 ? " with one value" : "");
+    *out = m;
+    return ETCH_OK;
+}
+
+static etch_status need_i32(const etch_program *p, const char *path, const char *key, int32_t lo, int32_t hi,
+                            int32_t *v, etch_error *err) {
+    const fmt_meta *m = NULL;
+    etch_status st = need_meta(p, path, key, FMT_I32, 1, &m, err);
+    if (st) return st;
+    memcpy(v, m->data, 4);
+    if (*v < lo || *v > hi)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: metadata '%s' = %d is outside %d..%d", path, key, *v, lo, hi);
+    return ETCH_OK;
+}
+
+static etch_status need_f32(const etch_program *p, const char *path, const char *key, float *v, etch_error *err) {
+    const fmt_meta *m = NULL;
+    etch_status st = need_meta(p, path, key, FMT_F32, 1, &m, err);
+    if (st) return st;
+    memcpy(v, m->data, 4);
+    if (!(*v > 0.0f) || *v > 1e9f)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: metadata '%s' = %g is not a positive finite value", path, key,
+                         (double)*v);
+    return ETCH_OK;
+}
+
+static etch_status need_str(const etch_program *p, const char *path, const char *key, const char **v,
+                            etch_error *err) {
+    const fmt_meta *m = NULL;
+    etch_status st = need_meta(p, path, key, FMT_STR, 0, &m, err);
+    if (st) return st;
+    *v = m->data;
+    return ETCH_OK;
+}
+
+/* A weight tensor: present, f32, and exactly the shape the config implies. */
+static etch_status need_tensor(const etch_program *p, const char *path, const char *name, uint64_t rows,
+                               uint64_t cols, const float **out, etch_error *err) {
+    const fmt_tensor *t = fmt_find_tensor(&p->file, name);
+    if (!t) return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+    int ok = t->dtype == FMT_DT_F32 &&
+             (cols == 0 ? (t->ndim == 1 && t->dims[0] == rows)
+                        : (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols));
+    if (!ok)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is %s with %u dims [%llu, %llu]; expected f32 [%llu%s%llu]",
+                         path, name, fmt_dtype_name(t->dtype), t->ndim, (unsigned long long)t->dims[0],
+                         (unsigned long long)(t->ndim > 1 ? t->dims[1] : 0), (unsigned long long)rows,
+                         cols ? ", " : "", (unsigned long long)cols);
+    *out = t->data;
+    return ETCH_OK;
+}
+
+static etch_status load_meta(etch_program *p, const char *path, etch_error *err) {
+    etch_method_meta *m = &p->meta;
+    const int32_t big = 1 << 20;
+    etch_status st;
+    if ((st = need_str(p, path, "arch", &m->arch, err)) || (st = need_str(p, path, "dtype", &m->dtype, err)) ||
+        (st = need_str(p, path, "rope_style", &m->rope_style, err)) ||
+        (st = need_str(p, path, "tokenizer.model", &m->tokenizer, err)))
+        return st;
+    if (strcmp(m->arch, "llama") != 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama)", path, m->arch);
+    if (strcmp(m->dtype, "f32") != 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (f32)", path, m->dtype);
+    if (strcmp(m->tokenizer, "sp-bpe") != 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer '%s' is not supported (sp-bpe)", path,
+                         m->tokenizer);
+    int rope = strcmp(m->rope_style, "adjacent") == 0 ? KERN_ROPE_ADJACENT
+               : strcmp(m->rope_style, "half") == 0  ? KERN_ROPE_HALF
+                                                     : -1;
+    if (rope < 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_style '%s' is unknown (adjacent, half)", path,
+                         m->rope_style);
+    if ((st = need_i32(p, path, "vocab_size", 1, 1 << 24, &m->vocab_size, err)) ||
+        (st = need_i32(p, path, "n_layers", 1, 4096, &m->n_layers, err)) ||
+        (st = need_i32(p, path, "dim", 1, big, &m->dim, err)) ||
+        (st = need_i32(p, path, "hidden_dim", 1, big, &m->hidden_dim, err)) ||
+        (st = need_i32(p, path, "n_heads", 1, 4096, &m->n_heads, err)) ||
+        (st = need_i32(p, path, "n_kv_heads", 1, m->n_heads, &m->n_kv_heads, err)) ||
+        (st = need_i32(p, path, "head_dim", 2, 4096, &m->head_dim, err)) ||
+        (st = need_i32(p, path, "max_context_len", 1, big, &m->max_context_len, err)) ||
+        (st = need_i32(p, path, "max_seq_len", 1, m->max_context_len, &m->max_seq_len, err)) ||
+        (st = need_i32(p, path, "use_kv_cache", 1, 1, &m->use_kv_cache, err)) ||
+        (st = need_i32(p, path, "enable_dynamic_shape", 0, 1, &m->enable_dynamic_shape, err)) ||
+        (st = need_i32(p, path, "bos_id", -1, m->vocab_size - 1, &m->bos_id, err)) ||
+        (st = need_i32(p, path, "tied_embeddings", 0, 1, &m->tied_embeddings, err)) ||
+        (st = need_f32(p, path, "norm_eps", &m->norm_eps, err)) ||
+        (st = need_f32(p, path, "rope_base", &m->rope_base, err)))
+        return st;
+    if (m->n_heads % m->n_kv_heads != 0 || m->head_dim % 2 != 0)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: n_heads %d is not a multiple of n_kv_heads %d, or head_dim %d is odd",
+                         path, m->n_heads, m->n_kv_heads, m->head_dim);
+    if (m->enable_dynamic_shape != (m->max_seq_len > 1))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: enable_dynamic_shape %d disagrees with max_seq_len %d", path,
+                         m->enable_dynamic_shape, m->max_seq_len);
+    const fmt_meta *eos = NULL;
+    if ((st = need_meta(p, path, "eos_ids", FMT_I32, 0, &eos, err))) return st;
+    if (eos->count > 64) return base_fail(err, ETCH_ERR_FORMAT, "%s: %u EOS ids (64 at most)", path, eos->count);
+    m->n_eos = (int32_t)eos->count;
+    m->eos_ids = eos->data;
+    for (int32_t i = 0; i < m->n_eos; i++)
+        if (m->eos_ids[i] < 0 || m->eos_ids[i] >= m->vocab_size)
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: EOS id %d is outside the vocabulary", path, m->eos_ids[i]);
+
+    model_config *c = &p->cfg;
+    *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
+                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, m->rope_base, rope};
+    return ETCH_OK;
+}
+
+static etch_status load_weights(etch_program *p, const char *path, etch_error *err) {
+    const model_config *c = &p->cfg;
+    uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim;
+    uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, hid = (uint64_t)c->hidden_dim;
+    model_weights *w = &p->w;
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->layers) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer table", path);
+    etch_status st;
+    if ((st = need_tensor(p, path, "token_embd.weight", (uint64_t)c->vocab_size, dim, &w->tok_embd, err)) ||
+        (st = need_tensor(p, path, "output_norm.weight", dim, 0, &w->out_norm, err)))
+        return st;
+    if (p->meta.tied_embeddings) w->output = w->tok_embd;
+    else if ((st = need_tensor(p, path, "output.weight", (uint64_t)c->vocab_size, dim, &w->output, err)))
+        return st;
+    for (int l = 0; l < c->n_layers; l++) {
+        model_layer *L = &w->layers[l];
+        struct { const char *name; uint64_t rows, cols; const float **dst; } t[] = {
+            {"attn_norm", dim, 0, &L->attn_norm},    {"attn_q", q_dim, dim, &L->wq},
+            {"attn_k", kv_dim, dim, &L->wk},         {"attn_v", kv_dim, dim, &L->wv},
+            {"attn_output", dim, q_dim, &L->wo},     {"ffn_norm", dim, 0, &L->ffn_norm},
+            {"ffn_gate", hid, dim, &L->w_gate},      {"ffn_up", hid, dim, &L->w_up},
+            {"ffn_down", dim, hid, &L->w_down},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", l, t[i].name);
+            if ((st = need_tensor(p, path, name, t[i].rows, t[i].cols, t[i].dst, err))) return st;
+        }
+    }
+    for (uint32_t i = 0; i < p->file.n_tensors; i++) {
+        uint64_t count = 1;
+        for (uint32_t d = 0; d < p->file.tensors[i].ndim; d++) count *= p->file.tensors[i].dims[d];
+        p->n_params += count;
+    }
+    return ETCH_OK;
+}
+
+static etch_status load_tokenizer(etch_program *p, const char *path, etch_error *err) {
+    const etch_method_meta *m = &p->meta;
+    const fmt_meta *pieces = NULL, *offsets = NULL, *scores = NULL, *types = NULL;
+    tok_spec s = {0};
+    etch_status st;
+    uint32_t n = (uint32_t)m->vocab_size;
+    if ((st = need_meta(p, path, "tokenizer.pieces", FMT_BYTES, 0, &pieces, err)) ||
+        (st = need_meta(p, path, "tokenizer.offsets", FMT_I32, n + 1, &offsets, err)) ||
+        (st = need_meta(p, path, "tokenizer.scores", FMT_F32, n, &scores, err)) ||
+        (st = need_meta(p, path, "tokenizer.types", FMT_BYTES, n, &types, err)) ||
+        (st = need_i32(p, path, "tokenizer.unk_id", -1, m->vocab_size - 1, &s.unk_id, err)) ||
+        (st = need_i32(p, path, "tokenizer.add_dummy_prefix", 0, 1, &s.add_dummy_prefix, err)))
+        return st;
+    s.n_vocab = m->vocab_size;
+    s.blob = pieces->data;
+    s.blob_size = pieces->count;
+    s.offsets = offsets->data;
+    s.scores = scores->data;
+    s.types = types->data;
+    s.bos_id = m->bos_id;
+    return tok_init(&p->tok, &s, path, err);
+}
+
+etch_status etch_program_open(const char *path, etch_program **out, etch_error *err) {
+    base_clear(err);
+    if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_program_open: out is NULL");
+    *out = NULL;
+    if (!path) return base_fail(err, ETCH_ERR_ARG, "etch_program_open: path is NULL");
+    double t0 = base_now_us();
+    kern_init();
+    etch_program *p = calloc(1, sizeof *p);
+    if (!p) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the program", path);
+    etch_status st = fmt_open(path, &p->file, err);
+    if (!st) st = load_meta(p, path, err);
+    if (!st) st = load_weights(p, path, err);
+    if (!st) st = load_tokenizer(p, path, err);
+    if (st) {
+        etch_program_close(p);
+        return st;
+    }
+    p->load_start_ms = t0 / 1000.0;
+    p->load_end_ms = base_now_us() / 1000.0;
+    *out = p;
+    return ETCH_OK;
+}
+
+void etch_program_close(etch_program *p) {
+    if (!p) return;
+    tok_free(&p->tok);
+    free(p->w.layers);
+    fmt_close(&p->file);
+    free(p);
+}
+
+const etch_method_meta *etch_program_meta(const etch_program *p) { return p ? &p->meta : NULL; }
+
+void etch_program_info_get(const etch_program *p, etch_program_info *o) {
+    memset(o, 0, sizeof *o);
+    if (!p) return;
+    o->format_version = p->file.version;
+    o->file_size = p->file.map.size;
+    o->checksum = p->file.checksum;
+    o->data_hash = p->file.data_hash;
+    o->n_tensors = (int32_t)p->file.n_tensors;
+    o->n_metadata = (int32_t)p->file.n_meta;
+    o->n_parameters = p->n_params;
+    o->load_start_ms = p->load_start_ms;
+    o->load_end_ms = p->load_end_ms;
+}
+
+etch_status etch_program_tensor(const etch_program *p, int32_t i, etch_tensor_info *o) {
+    if (!p || !o || i < 0 || (uint32_t)i >= p->file.n_tensors) return ETCH_ERR_ARG;
+    const fmt_tensor *t = &p->file.tensors[i];
+    memset(o, 0, sizeof *o);
+    o->name = t->name;
+    o->dtype = fmt_dtype_name(t->dtype);
+    o->ndim = (int32_t)t->ndim;
+    for (uint32_t d = 0; d < t->ndim; d++) o->dims[d] = (int64_t)t->dims[d];
+    o->offset = t->offset;
+    o->nbytes = t->nbytes;
+    return ETCH_OK;
+}
+
+etch_status etch_program_verify_data(const etch_program *p, etch_error *err) {
+    if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_program_verify_data: program is NULL");
+    return fmt_verify_data(&p->file, err);
+}
+
+int etch_program_metadata_text(const etch_program *p, int32_t i, char *buf, size_t cap) {
+    if (!p || i < 0 || (uint32_t)i >= p->file.n_meta) return -1;
+    const fmt_meta *m = &p->file.meta[i];
+    int n = snprintf(buf, cap, "%s: ", m->key);
+    size_t at = n > 0 ? (size_t)n : 0;
+#define APPEND(...)                                                                        \
+    do {                                                                                   \
+        int k_ = snprintf(at < cap ? buf + at : NULL, at < cap ? cap - at : 0, __VA_ARGS__); \
+        if (k_ > 0) at += (size_t)k_;                                                      \
+    } while (0)
+    if (m->type == FMT_STR) {
+        APPEND("\"%s\"", (const char *)m->data);
+    } else if (m->type == FMT_BYTES) {
+        APPEND("bytes[%u]", m->count);
+    } else {
+        if (m->count != 1) APPEND("%s[%u] [", m->type == FMT_I32 ? "i32" : "f32", m->count);
+        for (uint32_t j = 0; j < m->count && j < 8; j++) {
+            if (m->type == FMT_I32) APPEND("%s%d", j ? ", " : "", ((const int32_t *)m->data)[j]);
+            else APPEND("%s%g", j ? ", " : "", (double)((const float *)m->data)[j]);
+        }
+        if (m->count > 8) APPEND(", ...");
+        if (m->count != 1) APPEND("]");
+    }
+#undef APPEND
+    return (int)at;
+}

@@ -1,0 +1,48 @@
+/* runtime: program and session lifecycle, the prefill policy, the decode loop, sampling, stats.
+ * Internal structures shared by the runtime's files; the public view is include/etch.h. */
+#ifndef ETCH_RUNTIME_H
+#define ETCH_RUNTIME_H
+
+#include "../base/base.h"
+#include "../format/format.h"
+#include "../model/model.h"
+#include "../tokenizer/tokenizer.h"
+
+struct etch_program {
+    fmt_file file;          /* the mapping; everything below points into it */
+    etch_method_meta meta;
+    model_config cfg;
+    model_weights w;        /* w.layers owned */
+    tok_tokenizer tok;
+    uint64_t n_params;
+    double load_start_ms, load_end_ms;
+};
+
+/* Token/probability pair for top-k / top-p sampling. */
+typedef struct rt_cand {
+    float p;
+    int32_t id;
+} rt_cand;
+
+struct etch_session {
+    etch_program *prog;     /* borrowed */
+    model_state st;
+    float *logits;          /* [vocab] */
+    rt_cand *cand;          /* [vocab] sampling scratch */
+    char *text;             /* [text_cap] decoded text handed to the callback */
+    size_t text_cap;
+    tok_utf8_stream utf8;
+    int32_t *prompt;        /* [n_prompt] ids of the last prompt (malloc'ed per generate call) */
+    int32_t n_prompt;
+    int32_t *generated;     /* [max_context_len] */
+    int32_t n_generated;
+    int32_t *chunks;        /* [max_context_len] prefill chunk sizes */
+    etch_stats stats;
+    uint64_t rng;
+    char error[4096];
+};
+
+/* Records a message in the session and returns st. */
+etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

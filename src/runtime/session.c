@@ -1,0 +1,204 @@
+/* runtime: sessions, the forward call and its input checks, tokenizer entry points. */
+#include "runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->error, sizeof s->error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err) {
+    base_clear(err);
+    if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: out is NULL");
+    *out = NULL;
+    if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: program is NULL");
+    etch_session *s = calloc(1, sizeof *s);
+    if (!s) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a session");
+    s->prog = p;
+    etch_status st = model_state_new(&p->cfg, &s->st, err);
+    if (st) {
+        free(s);
+        return st;
+    }
+    size_t vocab = (size_t)p->meta.vocab_size, ctx = (size_t)p->meta.max_context_len;
+    s->text_cap = 3 * ((size_t)p->tok.max_piece_len + 4);
+    s->logits = malloc(vocab * sizeof *s->logits);
+    s->cand = malloc(vocab * sizeof *s->cand);
+    s->text = malloc(s->text_cap);
+    s->generated = malloc(ctx * sizeof *s->generated);
+    s->chunks = malloc(ctx * sizeof *s->chunks);
+    if (!s->logits || !s->cand || !s->text || !s->generated || !s->chunks) {
+        etch_session_free(s);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate session buffers");
+    }
+    s->stats.chunks = s->chunks;
+    *out = s;
+    return ETCH_OK;
+}
+
+void etch_session_free(etch_session *s) {
+    if (!s) return;
+    model_state_free(&s->st);
+    free(s->logits), free(s->cand), free(s->text), free(s->prompt), free(s->generated), free(s->chunks);
+    free(s);
+}
+
+const char *etch_session_error(const etch_session *s) { return s ? s->error : "session is NULL"; }
+
+/* Appends the method metadata and the inputs of a forward call to buf: what ExecuTorch's runner
+ * prints when a call fails, so a wrong call can be read off the message. */
+static void describe_call(const etch_program *p, const int32_t *tokens, int32_t n, int32_t start_pos,
+                          char *buf, size_t cap) {
+    const etch_method_meta *m = &p->meta;
+    size_t at = strlen(buf);
+#define APPEND(...)                                                                 \
+    do {                                                                            \
+        if (at < cap) {                                                             \
+            int k_ = snprintf(buf + at, cap - at, __VA_ARGS__);                     \
+            if (k_ > 0) at += (size_t)k_;                                           \
+        }                                                                           \
+    } while (0)
+    APPEND("\n  method_meta: forward(tokens: int32[1, n] with 1 <= n <= %d, start_pos: int64 scalar) -> "
+           "logits: float32[1, %d]",
+           m->max_seq_len, m->vocab_size);
+    APPEND("\n    max_seq_len=%d max_context_len=%d use_kv_cache=%d enable_dynamic_shape=%d vocab_size=%d "
+           "bos_id=%d eos_ids=[",
+           m->max_seq_len, m->max_context_len, m->use_kv_cache, m->enable_dynamic_shape, m->vocab_size, m->bos_id);
+    for (int32_t i = 0; i < m->n_eos; i++) APPEND("%s%d", i ? ", " : "", m->eos_ids[i]);
+    APPEND("] n_layers=%d n_kv_heads=%d head_dim=%d dtype=%s arch=%s", m->n_layers, m->n_kv_heads, m->head_dim,
+           m->dtype, m->arch);
+    APPEND("\n  inputs: tokens int32[1, %d] = [", n);
+    if (tokens) {
+        for (int32_t i = 0; i < n; i++) {
+            if (n > 12 && i == 8) {
+                APPEND("..., ");
+                i = n - 4;
+            }
+            APPEND("%s%d", i && !(n > 12 && i == n - 4) ? ", " : "", tokens[i]);
+        }
+    } else {
+        APPEND("NULL");
+    }
+    APPEND("], start_pos = %d", start_pos);
+#undef APPEND
+}
+
+etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos, float *logits,
+                         int all_logits) {
+    if (!s) return ETCH_ERR_ARG;
+    const etch_program *p = s->prog;
+    const etch_method_meta *m = &p->meta;
+    s->error[0] = '\0';
+    int bad = 1;
+    if (!tokens)
+        snprintf(s->error, sizeof s->error, "etch_forward: tokens is NULL");
+    else if (n < 1 || n > m->max_seq_len)
+        snprintf(s->error, sizeof s->error,
+                 "etch_forward: %d tokens in one call, but this program's forward accepts 1 to max_seq_len = %d%s", n,
+                 m->max_seq_len, m->max_seq_len == 1 ? " (a static program: prefill one token per call)" : "");
+    else if (start_pos < 0 || start_pos > m->max_context_len - n)
+        snprintf(s->error, sizeof s->error,
+                 "etch_forward: positions %d..%d do not fit the context (max_context_len = %d)", start_pos,
+                 start_pos + n - 1, m->max_context_len);
+    else {
+        bad = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (tokens[i] < 0 || tokens[i] >= m->vocab_size) {
+                snprintf(s->error, sizeof s->error,
+                         "etch_forward: token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i,
+                         m->vocab_size);
+                bad = 1;
+                break;
+            }
+    }
+    if (bad) {
+        describe_call(p, tokens, n, start_pos, s->error, sizeof s->error);
+        return ETCH_ERR_INPUT;
+    }
+    model_forward(&p->cfg, &p->w, &s->st, tokens, n, start_pos, logits, all_logits);
+    return ETCH_OK;
+}
+
+/* ------------------------------------------------------------------ tokenizer entry points */
+
+etch_status etch_tokenize(const etch_program *p, const char *text, size_t len, int add_bos, int32_t **ids_out,
+                          int32_t *n_out, etch_error *err) {
+    base_clear(err);
+    if (!p || !ids_out || !n_out || (!text && len)) return base_fail(err, ETCH_ERR_ARG, "etch_tokenize: NULL argument");
+    return tok_encode(&p->tok, text ? text : "", len, add_bos, ids_out, n_out, err);
+}
+
+etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n, char **text_out, size_t *len_out,
+                            etch_error *err) {
+    base_clear(err);
+    if (!p || !text_out || (!ids && n > 0) || n < 0)
+        return base_fail(err, ETCH_ERR_ARG, "etch_detokenize: bad argument");
+    *text_out = NULL;
+    const tok_tokenizer *t = &p->tok;
+    size_t total = 1;
+    for (int32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= p->meta.vocab_size)
+            return base_fail(err, ETCH_ERR_ARG, "etch_detokenize: id %d at index %d is outside the vocabulary [0, %d)",
+                             ids[i], i, p->meta.vocab_size);
+        size_t l;
+        tok_piece(t, i ? ids[i - 1] : -1, ids[i], &l);
+        total += l;
+    }
+    char *out = malloc(total);
+    if (!out) return base_fail(err, ETCH_ERR_NOMEM, "etch_detokenize: cannot allocate %zu bytes", total);
+    size_t at = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t l;
+        const char *piece = tok_piece(t, i ? ids[i - 1] : -1, ids[i], &l);
+        memcpy(out + at, piece, l);
+        at += l;
+    }
+    out[at] = '\0';
+    *text_out = out;
+    if (len_out) *len_out = at;
+    return ETCH_OK;
+}
+
+struct etch_decoder {
+    const etch_program *prog;
+    tok_utf8_stream u;
+    char *out;  /* [3 * (max_piece_len + 4)] */
+};
+
+etch_status etch_decoder_new(const etch_program *p, etch_decoder **out) {
+    if (!p || !out) return ETCH_ERR_ARG;
+    etch_decoder *d = calloc(1, sizeof *d);
+    if (d) d->out = malloc(3 * ((size_t)p->tok.max_piece_len + 4));
+    if (!d || !d->out) {
+        etch_decoder_free(d);
+        *out = NULL;
+        return ETCH_ERR_NOMEM;
+    }
+    d->prog = p;
+    *out = d;
+    return ETCH_OK;
+}
+
+const char *etch_decoder_push(etch_decoder *d, int32_t prev_id, int32_t id, size_t *len) {
+    size_t l;
+    const char *piece = tok_piece(&d->prog->tok, prev_id, id, &l);
+    *len = tok_utf8_feed(&d->u, piece, l, d->out);
+    return d->out;
+}
+
+const char *etch_decoder_flush(etch_decoder *d, size_t *len) {
+    *len = tok_utf8_finish(&d->u, d->out);
+    return d->out;
+}
+
+void etch_decoder_free(etch_decoder *d) {
+    if (!d) return;
+    free(d->out);
+    free(d);
+}
