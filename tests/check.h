@@ -1,0 +1,47 @@
+/* A twenty-line test helper: CHECK records a failure with its place and goes on; REQUIRE stops the
+ * test when a precondition fails; check_done prints "N passed, M failed" for ctest's log.
+ * Each condition is evaluated exactly once. */
+#ifndef ETCH_CHECK_H
+#define ETCH_CHECK_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int check_pass, check_fail;
+
+__attribute__((format(printf, 5, 6))) static inline int check_record(int ok, const char *expr, const char *file,
+                                                                     int line, const char *fmt, ...) {
+    if (ok) {
+        check_pass++;
+        return 1;
+    }
+    check_fail++;
+    fprintf(stderr, "%s:%d: CHECK(%s) failed: ", file, line, expr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 0;
+}
+
+#define CHECK(cond, ...) ((void)check_record(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__))
+
+#define REQUIRE(cond, ...)                                                          \
+    do {                                                                            \
+        if (!check_record(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__)) return check_done(); \
+    } while (0)
+
+static inline int check_done(void) {
+    printf("%d passed, %d failed\n", check_pass, check_fail);
+    return check_fail || check_pass == 0 ? 1 : 0;
+}
+
+/* The folder with stories260K/ and friends: $ETCH_MODELS_DIR, else the build's default. */
+static inline const char *models_dir(void) {
+    const char *d = getenv("ETCH_MODELS_DIR");
+    return d && *d ? d : ETCH_DEFAULT_MODELS_DIR;
+}
+
+#endif

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The command line end to end: export, run (text, --json, --stats), inspect, tokenize, and every
+# error path: a non-zero exit and one line naming the file or option.
+# usage: cli_test.sh ETCH JSONQ WORKDIR
+set -u
+ETCH=$1 JSONQ=$2 WORK=$3
+MODELS=${ETCH_MODELS_DIR:-${ETCH_DEFAULT_MODELS_DIR:-}}
+S=$MODELS/stories260K
+REF=$S/reference
+mkdir -p "$WORK"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
+
+# expect_error CODE PATTERN -- command...: exit code CODE and exactly one stderr line matching PATTERN.
+expect_error() {
+  local code=$1 pat=$2; shift 3
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$? lines
+  lines=$(wc -l <"$WORK/err")
+  if [ "$rc" -eq "$code" ] && [ "$lines" -eq 1 ] && grep -q -- "$pat" "$WORK/err"; then ok
+  else bad "expected exit $code and one line matching '$pat' from: $* (exit $rc, $lines lines: $(head -c 300 "$WORK/err"))"; fi
+}
+
+if [ ! -f "$S/stories260K.bin" ]; then
+  echo "stories260K not found under '$MODELS' (set ETCH_MODELS_DIR)" >&2
+  echo "0 passed, 1 failed"; exit 1
+fi
+
+# --- help
+check "etch --help" "$ETCH" --help >/dev/null
+for c in export run inspect tokenize; do
+  check "etch $c --help" "$ETCH" "$c" --help >"$WORK/help"
+  check "etch $c --help has usage" grep -q "usage: etch $c" "$WORK/help"
+done
+check "run --help documents -n" grep -q "N counts generated tokens only" <("$ETCH" run --help)
+
+# --- export
+P=$WORK/stories.etch PS=$WORK/stories-static.etch
+check "export dynamic" "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$P"
+check "export static" "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$PS" --static
+sd=$(stat -c %s "$P") ss=$(stat -c %s "$PS")
+check "static and dynamic sizes within 1% ($sd, $ss)" test $(( (sd > ss ? sd - ss : ss - sd) * 100 )) -lt "$sd"
+
+# --- run: streamed text equals the reference, with every prefill
+for mode in auto batched sequential; do
+  "$ETCH" run "$P" -p "Once upon a time" -n 196 --prefill "$mode" >"$WORK/text.$mode"
+  check "text ($mode) equals the reference" cmp -s "$WORK/text.$mode" "$REF/greedy_once_upon_a_time.txt"
+done
+"$ETCH" run "$PS" -p "" -n 200 >"$WORK/text.static"
+check "static program, empty prompt, equals the reference" cmp -s "$WORK/text.static" "$REF/greedy_empty_prompt.txt"
+
+# --- run --json: ids and text
+"$ETCH" run "$P" -p "Once upon a time" -n 196 --json >"$WORK/run.json"
+check "json: generated ids" test "$("$JSONQ" "$WORK/run.json" generated_ids)" = "$("$JSONQ" "$REF/greedy_ids.json" once_upon_a_time.generated_ids)"
+check "json: prompt ids" test "$("$JSONQ" "$WORK/run.json" prompt_ids)" = "[1,403,407,261,378]"
+check "json: prefill batched" test "$("$JSONQ" "$WORK/run.json" prefill)" = "batched"
+check "json: one chunk of 5" test "$("$JSONQ" "$WORK/run.json" chunks)" = "[5]"
+check "json: prompt + text equals the reference" \
+  test "Once upon a time$("$JSONQ" "$WORK/run.json" text)" = "$(cat "$REF/greedy_once_upon_a_time.txt")"
+check "json: stats inside" test "$("$JSONQ" "$WORK/run.json" stats.generated_tokens)" = "196"
+"$ETCH" run "$P" -p "Once upon a time" -n 5 --json --prefill sequential >"$WORK/seq.json"
+check "json: sequential chunks" test "$("$JSONQ" "$WORK/seq.json" chunks)" = "[1,1,1,1,1]"
+check "json: sequential named" test "$("$JSONQ" "$WORK/seq.json" prefill)" = "sequential"
+
+# --- run --stats: the PyTorchObserver line is JSON; the table follows
+"$ETCH" run "$P" -p "Once upon a time" -n 20 --stats >/dev/null 2>"$WORK/stats"
+grep '^PyTorchObserver {' "$WORK/stats" | sed 's/^PyTorchObserver //' >"$WORK/observer.json"
+check "observer line parses" "$JSONQ" "$WORK/observer.json" first_token_ms
+check "observer prompt_tokens" test "$("$JSONQ" "$WORK/observer.json" prompt_tokens)" = 5
+for f in "Prompt Tokens: 5 Generated Tokens: 20" "Model Load Time:" "Total inference time:" "Prompt evaluation:" \
+         "Generated 20 tokens:" "Time to first generated token:" "Sampling time over 25 tokens:"; do
+  check "report has '$f'" grep -q "$f" "$WORK/stats"
+done
+
+# --- inspect
+"$ETCH" inspect "$P" >"$WORK/inspect" 2>&1
+check "inspect: bound" grep -q "get_max_seq_len       128" "$WORK/inspect"
+check "inspect: tokens input" grep -q "tokens     int32\[1, n\]  1 <= n <= 128" "$WORK/inspect"
+check "inspect: checksum ok" grep -q "checksum .* ok" "$WORK/inspect"
+check "inspect: data hash ok" grep -q "data hash .* ok" "$WORK/inspect"
+check "inspect: tensors" grep -q "blk.4.ffn_down.weight" "$WORK/inspect"
+"$ETCH" inspect "$PS" >"$WORK/inspect.static"
+check "inspect static: bound 1" grep -q "get_max_seq_len       1$" "$WORK/inspect.static"
+
+# --- tokenize
+check "tokenize" test "$("$ETCH" tokenize "$P" --bos "Once upon a time")" = "[1, 403, 407, 261, 378]"
+check "tokenize --decode" test "$("$ETCH" tokenize "$P" --decode "[403, 407, 261, 378]")" = "Once upon a time"
+printf 'line one\n\tline two  ' >"$WORK/in.txt"
+ids=$("$ETCH" tokenize "$P" --file "$WORK/in.txt")
+"$ETCH" tokenize "$P" --decode "$ids" >"$WORK/back.txt"
+check "tokenize --file round trip" test "$(cat "$WORK/back.txt")" = "$(printf 'line one\n\tline two  ')"
+
+# --- errors: exit code, one line, what and where
+expect_error 2 "unknown command 'frobnicate'" -- "$ETCH" frobnicate
+expect_error 2 "unknown option '--bogus'" -- "$ETCH" run "$P" -p x --bogus
+expect_error 2 "unknown option '--bogus'" -- "$ETCH" export --bogus
+expect_error 2 "expects an integer" -- "$ETCH" run "$P" -p x -n abc
+expect_error 2 "expects an integer" -- "$ETCH" run "$P" -p x -n -5
+expect_error 2 "expects a number in 0..100" -- "$ETCH" run "$P" -p x --temperature -1
+expect_error 2 "expects a number" -- "$ETCH" run "$P" -p x --top-p 1.5
+expect_error 2 "needs a value" -- "$ETCH" run "$P" -p
+expect_error 2 "auto, batched or sequential" -- "$ETCH" run "$P" -p x --prefill fast
+expect_error 2 "-p PROMPT is required" -- "$ETCH" run "$P"
+expect_error 2 "exclude each other" -- "$ETCH" export --llama2c a --tokenizer b -o c --static --max-seq-len 4
+expect_error 1 "missing.etch: cannot open" -- "$ETCH" run "$WORK/missing.etch" -p x
+expect_error 1 "missing.bin: cannot open" -- "$ETCH" export --llama2c "$WORK/missing.bin" --tokenizer "$S/tok512.bin" -o "$WORK/x.etch"
+head -c 100000 "$P" >"$WORK/trunc.etch"
+expect_error 1 "trunc.etch: the file has 100000 bytes but its header says .* (truncated)" -- "$ETCH" run "$WORK/trunc.etch" -p x
+expect_error 1 "trunc.etch.*truncated" -- "$ETCH" inspect "$WORK/trunc.etch"
+cp "$P" "$WORK/flip.etch"; printf '\x77' | dd of="$WORK/flip.etch" bs=1 seek=200 conv=notrunc 2>/dev/null
+expect_error 1 "flip.etch: checksum mismatch" -- "$ETCH" inspect "$WORK/flip.etch"
+cp "$P" "$WORK/flipdata.etch"; printf '\x77' | dd of="$WORK/flipdata.etch" bs=1 seek=$((sd - 100)) conv=notrunc 2>/dev/null
+expect_error 1 "flipdata.etch: tensor data hash mismatch" -- "$ETCH" inspect "$WORK/flipdata.etch"
+expect_error 1 "not an etch program" -- "$ETCH" run "$S/stories260K.bin" -p x
+expect_error 1 "invalid-dir/x.etch.tmp: cannot write" -- "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/invalid-dir/x.etch"
+check "no partial output" test ! -e "$WORK/invalid-dir/x.etch"
+"$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/ctx8.etch" --max-context-len 8 2>/dev/null
+expect_error 1 "prompt has .* tokens but the context holds 8" -- "$ETCH" run "$WORK/ctx8.etch" -p "Once upon a time, there was a little girl named Lily."
+expect_error 1 "not valid UTF-8: bad byte 0xff at offset 3" -- "$ETCH" run "$P" -p $'abc\xff'
+expect_error 1 "outside the vocabulary" -- "$ETCH" tokenize "$P" --decode "[1, 9999]"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,160 @@
+/* Kernels against their plain-C reference twins and against double-precision formulas. */
+#include "check.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+static uint64_t rng = 12345;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f;
+}
+static void fill(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = frand();
+}
+
+/* Max |a - b| / (1 + |b|): relative for large values, absolute near zero. */
+static double max_err(const float *a, const float *b, size_t n) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / (1.0 + fabs((double)b[i]));
+        if (!(d <= e)) e = d; /* NaN counts as the worst */
+    }
+    return e;
+}
+
+static void test_matmul(const char *variant) {
+    static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172};
+    static const int ds[] = {1, 2, 3, 5, 64, 67, 130};
+    float *x = malloc(17 * 172 * sizeof *x), *w = malloc(130 * 172 * sizeof *w);
+    float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
+    for (int n = 1; n <= 17; n++)
+        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+            for (size_t di = 0; di < sizeof ds / sizeof *ds; di++) {
+                int k = ks[ki], d = ds[di];
+                fill(x, (size_t)n * k);
+                fill(w, (size_t)d * k);
+                kern_matmul_f32(y, x, w, n, d, k);
+                kern_matmul_f32_ref(r, x, w, n, d, k);
+                double e = max_err(y, r, (size_t)n * d);
+                CHECK(e < 1e-5, "%s matmul n=%d d=%d k=%d: error %g", variant, n, d, k, e);
+                /* A row's result must not depend on the other rows of the call (bit for bit):
+                 * this is what makes batched and sequential prefill agree. */
+                int row = n - 1;
+                kern_matmul_f32(one, x + (size_t)row * k, w, 1, d, k);
+                CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0,
+                      "%s matmul n=%d d=%d k=%d: row %d differs when computed alone", variant, n, d, k, row);
+            }
+    free(x), free(w), free(y), free(r), free(one);
+}
+
+static void test_rmsnorm(void) {
+    float x[3 * 37], w[37], out[3 * 37];
+    fill(x, 3 * 37);
+    fill(w, 37);
+    kern_rmsnorm(out, x, w, 3, 37, 1e-5f);
+    for (int r = 0; r < 3; r++) {
+        double ss = 0;
+        for (int i = 0; i < 37; i++) ss += (double)x[r * 37 + i] * x[r * 37 + i];
+        double inv = 1.0 / sqrt(ss / 37 + 1e-5);
+        for (int i = 0; i < 37; i++) {
+            double want = w[i] * x[r * 37 + i] * inv;
+            CHECK(fabs(out[r * 37 + i] - want) < 1e-5, "rmsnorm row %d col %d: %g vs %g", r, i, out[r * 37 + i], want);
+        }
+    }
+}
+
+static void rope_double(double *v, int head_dim, int pos, double base, int style) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double a = pos * pow(base, -2.0 * i / head_dim);
+        int i0 = style == KERN_ROPE_ADJACENT ? 2 * i : i, i1 = style == KERN_ROPE_ADJACENT ? 2 * i + 1 : i + half;
+        double x0 = v[i0], x1 = v[i1];
+        v[i0] = x0 * cos(a) - x1 * sin(a);
+        v[i1] = x0 * sin(a) + x1 * cos(a);
+    }
+}
+
+static void test_rope(void) {
+    enum { N = 5, H = 3, D = 16 };
+    for (int style = 0; style < 2; style++) {
+        float v[N * H * D];
+        fill(v, N * H * D);
+        double ref[N * H * D];
+        for (int i = 0; i < N * H * D; i++) ref[i] = v[i];
+        kern_rope(v, N, H, D, 7, 10000.0f, style);
+        for (int r = 0; r < N; r++)
+            for (int h = 0; h < H; h++) rope_double(ref + (r * H + h) * D, D, 7 + r, 10000.0, style);
+        double e = 0;
+        for (int i = 0; i < N * H * D; i++) e = fmax(e, fabs(v[i] - ref[i]));
+        CHECK(e < 1e-4, "rope style %d: error %g", style, e);
+    }
+    /* Pin the conventions: a unit vector on x[1] rotates with pair (0,1) under ADJACENT and with
+     * pair (1, 1 + D/2) under HALF. */
+    float a[D] = {0}, b[D] = {0};
+    a[1] = b[1] = 1.0f;
+    kern_rope(a, 1, 1, D, 3, 10000.0f, KERN_ROPE_ADJACENT);
+    kern_rope(b, 1, 1, D, 3, 10000.0f, KERN_ROPE_HALF);
+    CHECK(fabsf(a[0] + sinf(3.0f)) < 1e-6f && fabsf(a[1] - cosf(3.0f)) < 1e-6f, "adjacent pins pair (0,1)");
+    float f1 = 3.0f * powf(10000.0f, -2.0f / D);
+    CHECK(fabsf(b[1] - cosf(f1)) < 1e-6f && fabsf(b[1 + D / 2] - sinf(f1)) < 1e-6f && b[0] == 0.0f,
+          "half pins pair (1, 1+D/2)");
+}
+
+static void test_attention(void) {
+    enum { NH = 4, NKV = 2, HD = 8, START = 5, N = 6, CTX = START + N };
+    float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[CTX];
+    fill(q, sizeof q / sizeof *q);
+    fill(kc, sizeof kc / sizeof *kc);
+    fill(vc, sizeof vc / sizeof *vc);
+    kern_attention(out, q, kc, vc, N, START, NH, NKV, HD, scores);
+    double e = 0;
+    for (int r = 0; r < N; r++)
+        for (int h = 0; h < NH; h++) {
+            int kvh = h / (NH / NKV), len = START + r + 1;
+            double s[CTX], mx = -1e30, sum = 0;
+            for (int t = 0; t < len; t++) {
+                s[t] = 0;
+                for (int i = 0; i < HD; i++) s[t] += (double)q[(r * NH + h) * HD + i] * kc[(t * NKV + kvh) * HD + i];
+                s[t] /= sqrt(HD);
+                mx = fmax(mx, s[t]);
+            }
+            for (int t = 0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int i = 0; i < HD; i++) {
+                double o = 0;
+                for (int t = 0; t < len; t++) o += s[t] / sum * vc[(t * NKV + kvh) * HD + i];
+                e = fmax(e, fabs(o - out[(r * NH + h) * HD + i]));
+            }
+        }
+    CHECK(e < 1e-5, "attention: error %g", e);
+}
+
+static void test_small(void) {
+    float x[9] = {1, 2, 3, -1, 0, 5, 5, 2, 1};
+    CHECK(kern_argmax(x, 9) == 5, "argmax takes the first maximum");
+    float sm[4] = {1, 2, 3, 4};
+    kern_softmax(sm, 4);
+    double s = 0;
+    for (int i = 0; i < 4; i++) s += sm[i];
+    CHECK(fabs(s - 1) < 1e-6 && sm[3] > sm[2], "softmax sums to 1 and keeps order");
+    CHECK(fabs(sm[0] - exp(-3) / (1 + exp(-1) + exp(-2) + exp(-3))) < 1e-6, "softmax value");
+    float h[3] = {2, 3, 4}, g[3] = {0, 1, -2};
+    kern_swiglu(h, g, 3);
+    CHECK(h[0] == 0.0f && fabs(h[1] - 3 / (1 + exp(-1))) < 1e-6 && fabs(h[2] - 4 * -2 / (1 + exp(2))) < 1e-6,
+          "swiglu values");
+}
+
+int main(void) {
+    const char *v = kern_init();
+    printf("kernels: %s\n", v);
+    test_matmul(v);
+    kern_force_portable(1);
+    test_matmul("portable");
+    kern_force_portable(0);
+    test_rmsnorm();
+    test_rope();
+    test_attention();
+    test_small();
+    return check_done();
+}

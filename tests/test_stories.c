@@ -1,0 +1,110 @@
+/* stories260K against the reference C implementation's greedy outputs (ids and text), with batched
+ * prefill, sequential prefill, and a static program. */
+#include "stories.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <sys/stat.h>
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = calloc(1, 1 << 20);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+typedef struct collect {
+    char text[1 << 16];
+    size_t len;
+} collect;
+
+static int on_token(void *user, int32_t token, const char *text, size_t len) {
+    (void)token;
+    collect *c = user;
+    if (c->len + len < sizeof c->text) memcpy(c->text + c->len, text, len);
+    c->len += len;
+    return 0;
+}
+
+static int ids_equal(cJSON *arr, const int32_t *ids, int32_t n) {
+    if (cJSON_GetArraySize(arr) != n) return 0;
+    for (int32_t i = 0; i < n; i++)
+        if (cJSON_GetArrayItem(arr, i)->valueint != ids[i]) return 0;
+    return 1;
+}
+
+int main(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/stories260K/reference/greedy_ids.json", models_dir());
+    char *json = read_text(path);
+    REQUIRE(json, "cannot read %s (set ETCH_MODELS_DIR)", path);
+    cJSON *ref = cJSON_Parse(json);
+    REQUIRE(ref, "reference JSON does not parse");
+
+    const char *dyn = export_stories("stories.etch", 0, 0), *stat_path = export_stories("stories-static.etch", 1, 0);
+    REQUIRE(dyn && stat_path, "export");
+    struct stat sd, ss;
+    stat(dyn, &sd);
+    stat(stat_path, &ss);
+    double diff = fabs((double)sd.st_size - (double)ss.st_size) / (double)sd.st_size;
+    CHECK(diff < 0.01, "static and dynamic programs differ by %.3f%% in size", diff * 100);
+    printf("program sizes: dynamic %lld bytes, static %lld bytes\n", (long long)sd.st_size, (long long)ss.st_size);
+
+    struct { const char *name, *prompt, *text_file; } cases[] = {
+        {"once_upon_a_time", "Once upon a time", "greedy_once_upon_a_time.txt"},
+        {"empty", "", "greedy_empty_prompt.txt"},
+    };
+    struct { const char *label; const char *program; etch_prefill_mode mode; etch_prefill_mode ran; } runs[] = {
+        {"batched", dyn, ETCH_PREFILL_AUTO, ETCH_PREFILL_BATCHED},
+        {"sequential", dyn, ETCH_PREFILL_SEQUENTIAL, ETCH_PREFILL_SEQUENTIAL},
+        {"static program", stat_path, ETCH_PREFILL_AUTO, ETCH_PREFILL_SEQUENTIAL},
+        {"static program, batched asked", stat_path, ETCH_PREFILL_BATCHED, ETCH_PREFILL_SEQUENTIAL},
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        etch_program *p;
+        etch_session *s;
+        etch_error err;
+        REQUIRE(etch_program_open(runs[r].program, &p, &err) == ETCH_OK, "%s", err.message);
+        REQUIRE(etch_session_new(p, &s, &err) == ETCH_OK, "%s", err.message);
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            cJSON *item = cJSON_GetObjectItem(ref, cases[c].name);
+            cJSON *want_prompt = cJSON_GetObjectItem(item, "prompt_ids"), *want_gen = cJSON_GetObjectItem(item, "generated_ids");
+            snprintf(path, sizeof path, "%s/stories260K/reference/%s", models_dir(), cases[c].text_file);
+            char *want_text = read_text(path);
+            REQUIRE(want_prompt && want_gen && want_text, "reference for %s", cases[c].name);
+            size_t wl = strlen(want_text);
+            if (wl && want_text[wl - 1] == '\n') want_text[--wl] = '\0'; /* llama2.c ends with a newline */
+
+            etch_generate_config cfg;
+            etch_generate_config_default(&cfg);
+            cfg.max_new_tokens = cJSON_GetArraySize(want_gen);
+            cfg.prefill = runs[r].mode;
+            static collect out;
+            out.len = 0;
+            REQUIRE(etch_generate(s, cases[c].prompt, &cfg, on_token, &out) == ETCH_OK, "%s", etch_session_error(s));
+            int32_t np, ng;
+            const int32_t *pid = etch_session_prompt_ids(s, &np), *gid = etch_session_generated_ids(s, &ng);
+            CHECK(ids_equal(want_prompt, pid, np), "%s / %s: prompt ids differ", runs[r].label, cases[c].name);
+            CHECK(ids_equal(want_gen, gid, ng), "%s / %s: generated ids differ (%d generated)", runs[r].label,
+                  cases[c].name, ng);
+            size_t pl = strlen(cases[c].prompt);
+            int text_ok = pl + out.len == wl && memcmp(want_text, cases[c].prompt, pl) == 0 &&
+                          memcmp(want_text + pl, out.text, out.len) == 0;
+            CHECK(text_ok, "%s / %s: text differs (%zu + %zu bytes vs %zu):\n%.*s", runs[r].label, cases[c].name, pl, out.len, wl, (int)out.len, out.text);
+            const etch_stats *st = etch_session_stats(s);
+            CHECK(st->prefill_used == runs[r].ran, "%s: prefill that ran is %d", runs[r].label, st->prefill_used);
+            int expect_chunks = runs[r].ran == ETCH_PREFILL_BATCHED ? 1 : np;
+            CHECK(st->n_chunks == expect_chunks && st->chunks[0] == (runs[r].ran == ETCH_PREFILL_BATCHED ? np : 1),
+                  "%s / %s: %d chunks, first %d", runs[r].label, cases[c].name, st->n_chunks, st->chunks[0]);
+            free(want_text);
+        }
+        etch_session_free(s);
+        etch_program_close(p);
+    }
+    cJSON_Delete(ref);
+    free(json);
+    return check_done();
+}
