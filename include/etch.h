@@ -138,6 +138,9 @@ typedef struct etch_export_options {
     int32_t max_context_len; /* 0: the model's own context length */
     int32_t max_seq_len;     /* 0: the default, 128; 1: a static program (one token per call).
                                 Clamped to max_context_len. */
+    const char *dtype;       /* "f32", "f16", "bf16", or NULL: the source's (f16 for quantized GGUF) */
+    const char *chat_template; /* NULL: recognized from the source; "none", "chatml", "qwen3",
+                                  "llama3", "llama2": that one */
 } etch_export_options;
 
 /* Converts a llama2.c checkpoint (version 0 or legacy header) and its tokenizer.bin into a program
@@ -145,6 +148,32 @@ typedef struct etch_export_options {
 etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_path,
                                 const char *out_path, const etch_export_options *opt,
                                 etch_error *err);
+
+/* Converts a Hugging Face model folder (config.json, model.safetensors or its sharded index,
+ * tokenizer.json, tokenizer_config.json, generation_config.json when present). Architectures:
+ * LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; anything else is refused by name. */
+etch_status etch_export_hf(const char *dir, const char *out_path, const etch_export_options *opt,
+                           etch_error *err);
+
+/* Converts a GGUF file (version 2 or 3; tensors F32, F16, BF16, Q8_0, Q4_0; architectures llama,
+ * qwen2, qwen3) with the tokenizer it carries. */
+etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
+                             etch_error *err);
+
+/* ---------------------------------------------------------------- tokenizer sources */
+
+/* A tokenizer on its own, from a program file, a Hugging Face tokenizer.json (or the folder that
+ * holds it), or a GGUF file: for tokenizing without a model. */
+typedef struct etch_tokenizer etch_tokenizer;
+etch_status etch_tokenizer_open(const char *path, etch_tokenizer **out, etch_error *err);
+void etch_tokenizer_close(etch_tokenizer *t);
+/* As etch_tokenize; add_bos prepends the BOS id when the tokenizer has one. */
+etch_status etch_tokenizer_encode(const etch_tokenizer *t, const char *text, size_t len, int add_bos,
+                                  int32_t **ids_out, int32_t *n_out, etch_error *err);
+/* As etch_detokenize. */
+etch_status etch_tokenizer_decode(const etch_tokenizer *t, const int32_t *ids, int32_t n, char **text_out,
+                                  size_t *len_out, etch_error *err);
+int32_t etch_tokenizer_vocab_size(const etch_tokenizer *t);
 
 /* ---------------------------------------------------------------- tokenizer */
 
@@ -154,14 +183,16 @@ etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_pa
 etch_status etch_tokenize(const etch_program *p, const char *text, size_t len, int add_bos,
                           int32_t **ids_out, int32_t *n_out, etch_error *err);
 
-/* Decodes ids into text (no leading space from the dummy prefix, no control tokens).
+/* Decodes ids into text: control tokens as their text (as Hugging Face's decode without
+ * skip_special_tokens), no leading space from a SentencePiece dummy prefix.
  * *text_out is malloc'ed, NUL-terminated, to be freed with etch_free. */
 etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n, char **text_out,
                             size_t *len_out, etch_error *err);
 
-/* Streaming detokenization: push ids one at a time, get back only complete UTF-8 characters.
- * Bytes of a character split across tokens are held until it is complete; an invalid sequence
- * becomes U+FFFD. The decoder borrows the program, which must outlive it. */
+/* Streaming detokenization, as generation prints: push ids one at a time, get back only complete
+ * UTF-8 characters. Bytes of a character split across tokens are held until it is complete; an
+ * invalid sequence becomes U+FFFD; control tokens (BOS, EOS, <|im_end|> ...) give no text (unlike
+ * etch_detokenize, which writes them). The decoder borrows the program, which must outlive it. */
 typedef struct etch_decoder etch_decoder;
 etch_status etch_decoder_new(const etch_program *p, etch_decoder **out);
 /* Appends the text of `id` (prev_id: the id before it, or -1) and returns a view of the bytes that

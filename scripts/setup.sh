@@ -5,8 +5,9 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
-# build-essential: gcc, make; cmake: the build; libcjson-dev: JSON for tests and import.
-for p in build-essential cmake libcjson-dev; do
+# build-essential: gcc, make; cmake, pkg-config: the build; libcjson-dev: JSON (import, tests);
+# libpcre2-dev: tokenizer split regexes; libutf8proc-dev: NFC normalization.
+for p in build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev; do
   have_pkg "$p" || need+=("$p")
 done
 

@@ -24,29 +24,65 @@ static double max_err(const float *a, const float *b, size_t n) {
     return e;
 }
 
+/* Weights of each type built from the same f32 values rounded to that type. */
+static void make_weights(void *w, const float *src, size_t n, int wtype) {
+    for (size_t i = 0; i < n; i++) {
+        if (wtype == KERN_F32) ((float *)w)[i] = src[i];
+        else if (wtype == KERN_F16) ((uint16_t *)w)[i] = kern_f32_to_f16(src[i]);
+        else ((uint16_t *)w)[i] = kern_f32_to_bf16(src[i]);
+    }
+}
+
 static void test_matmul(const char *variant) {
     static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172};
     static const int ds[] = {1, 2, 3, 5, 64, 67, 130};
-    float *x = malloc(17 * 172 * sizeof *x), *w = malloc(130 * 172 * sizeof *w);
+    static const char *names[] = {"f32", "f16", "bf16"};
+    float *x = malloc(17 * 172 * sizeof *x), *wf = malloc(130 * 172 * sizeof *wf);
+    void *w = malloc(130 * 172 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
-    for (int n = 1; n <= 17; n++)
-        for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
-            for (size_t di = 0; di < sizeof ds / sizeof *ds; di++) {
-                int k = ks[ki], d = ds[di];
-                fill(x, (size_t)n * k);
-                fill(w, (size_t)d * k);
-                kern_matmul_f32(y, x, w, n, d, k);
-                kern_matmul_f32_ref(r, x, w, n, d, k);
-                double e = max_err(y, r, (size_t)n * d);
-                CHECK(e < 1e-5, "%s matmul n=%d d=%d k=%d: error %g", variant, n, d, k, e);
-                /* A row's result must not depend on the other rows of the call (bit for bit):
-                 * this is what makes batched and sequential prefill agree. */
-                int row = n - 1;
-                kern_matmul_f32(one, x + (size_t)row * k, w, 1, d, k);
-                CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0,
-                      "%s matmul n=%d d=%d k=%d: row %d differs when computed alone", variant, n, d, k, row);
-            }
-    free(x), free(w), free(y), free(r), free(one);
+    for (int wt = 0; wt < 3; wt++)
+        for (int n = 1; n <= 17; n++)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+                for (size_t di = 0; di < sizeof ds / sizeof *ds; di++) {
+                    int k = ks[ki], d = ds[di];
+                    fill(x, (size_t)n * k);
+                    fill(wf, (size_t)d * k);
+                    make_weights(w, wf, (size_t)d * k, wt);
+                    kern_matmul(y, x, w, wt, n, d, k);
+                    kern_matmul_ref(r, x, w, wt, n, d, k);
+                    double e = max_err(y, r, (size_t)n * d);
+                    CHECK(e < 1e-5, "%s %s matmul n=%d d=%d k=%d: error %g", variant, names[wt], n, d, k, e);
+                    /* A row's result must not depend on the other rows of the call (bit for bit):
+                     * this is what makes batched and sequential prefill agree. */
+                    int row = n - 1;
+                    kern_matmul(one, x + (size_t)row * k, w, wt, 1, d, k);
+                    CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0,
+                          "%s %s matmul n=%d d=%d k=%d: row %d differs when computed alone", variant, names[wt], n, d, k, row);
+                }
+    free(x), free(wf), free(w), free(y), free(r), free(one);
+}
+
+static void test_conversions(void) {
+    /* Known encodings. */
+    CHECK(kern_f32_to_f16(1.0f) == 0x3C00 && kern_f32_to_f16(-2.0f) == 0xC000 && kern_f32_to_f16(65504.0f) == 0x7BFF,
+          "f16 of 1, -2, 65504");
+    CHECK(kern_f32_to_f16(1e6f) == 0x7C00 && kern_f32_to_f16(5.9604645e-8f) == 0x0001, "f16 overflow and smallest subnormal");
+    CHECK(kern_f32_to_f16(1.0f + 1.0f / 2048) == 0x3C00 && kern_f32_to_f16(1.0f + 3.0f / 2048) == 0x3C02,
+          "f16 rounds to nearest even");
+    CHECK(kern_f16_to_f32(0x3555) == 0.333251953125f && kern_f16_to_f32(0x0001) == 5.9604645e-8f &&
+              kern_f16_to_f32(0xFC00) == -INFINITY && isnan(kern_f16_to_f32(0x7E00)),
+          "f16 decoding of 1/3, a subnormal, -inf, NaN");
+    CHECK(kern_f32_to_bf16(1.0f) == 0x3F80 && kern_bf16_to_f32(0x4049) == 3.140625f &&
+              kern_f32_to_bf16(1.00390625f) == 0x3F80 && kern_f32_to_bf16(1.01171875f) == 0x3F82 &&
+              isnan(kern_bf16_to_f32(kern_f32_to_bf16(NAN))),
+          "bf16 encodings, rounding to even, NaN");
+    /* Every finite f16 survives f16 -> f32 -> f16. */
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        if ((h & 0x7C00) == 0x7C00) continue;
+        if (kern_f32_to_f16(kern_f16_to_f32((uint16_t)h)) != h) bad++;
+    }
+    CHECK(bad == 0, "%d f16 values do not round-trip", bad);
 }
 
 static void test_rmsnorm(void) {
@@ -83,7 +119,9 @@ static void test_rope(void) {
         fill(v, N * H * D);
         double ref[N * H * D];
         for (int i = 0; i < N * H * D; i++) ref[i] = v[i];
-        kern_rope(v, N, H, D, 7, 10000.0f, style);
+        float freqs[D / 2];
+        kern_rope_freqs(freqs, D, 10000.0f);
+        kern_rope(v, N, H, D, 7, freqs, style);
         for (int r = 0; r < N; r++)
             for (int h = 0; h < H; h++) rope_double(ref + (r * H + h) * D, D, 7 + r, 10000.0, style);
         double e = 0;
@@ -94,8 +132,16 @@ static void test_rope(void) {
      * pair (1, 1 + D/2) under HALF. */
     float a[D] = {0}, b[D] = {0};
     a[1] = b[1] = 1.0f;
-    kern_rope(a, 1, 1, D, 3, 10000.0f, KERN_ROPE_ADJACENT);
-    kern_rope(b, 1, 1, D, 3, 10000.0f, KERN_ROPE_HALF);
+    float fr[D / 2];
+    kern_rope_freqs(fr, D, 10000.0f);
+    kern_rope(a, 1, 1, D, 3, fr, KERN_ROPE_ADJACENT);
+    kern_rope(b, 1, 1, D, 3, fr, KERN_ROPE_HALF);
+    /* Llama 3 scaling: short wavelengths kept, long ones divided by the factor, a blend between. */
+    float l3[64];
+    kern_rope_freqs(l3, 128, 500000.0f);
+    float plain0 = l3[0], plain63 = l3[63];
+    kern_rope_llama3(l3, 128, 32.0f, 1.0f, 4.0f, 8192.0f);
+    CHECK(l3[0] == plain0 && fabsf(l3[63] - plain63 / 32.0f) < 1e-12f, "llama3 scaling keeps high, divides low frequencies");
     CHECK(fabsf(a[0] + sinf(3.0f)) < 1e-6f && fabsf(a[1] - cosf(3.0f)) < 1e-6f, "adjacent pins pair (0,1)");
     float f1 = 3.0f * powf(10000.0f, -2.0f / D);
     CHECK(fabsf(b[1] - cosf(f1)) < 1e-6f && fabsf(b[1 + D / 2] - sinf(f1)) < 1e-6f && b[0] == 0.0f,
@@ -152,6 +198,7 @@ int main(void) {
     kern_force_portable(1);
     test_matmul("portable");
     kern_force_portable(0);
+    test_conversions();
     test_rmsnorm();
     test_rope();
     test_attention();

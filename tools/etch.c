@@ -118,7 +118,7 @@ static const char export_help[] =
 static int cmd_export(int argc, char **argv) {
     cmd_name = "etch export";
     const char *model = NULL, *tok = NULL, *out = NULL;
-    etch_export_options opt = {0, 0};
+    etch_export_options opt = {0, 0, NULL, NULL};
     int is_static = 0, have_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;

@@ -25,6 +25,8 @@
 const char *fmt_dtype_name(uint32_t dtype) {
     switch (dtype) {
     case FMT_DT_F32: return "f32";
+    case FMT_DT_F16: return "f16";
+    case FMT_DT_BF16: return "bf16";
     }
     return "unknown";
 }
@@ -32,6 +34,7 @@ const char *fmt_dtype_name(uint32_t dtype) {
 uint32_t fmt_dtype_size(uint32_t dtype) {
     switch (dtype) {
     case FMT_DT_F32: return 4;
+    case FMT_DT_F16: case FMT_DT_BF16: return 2;
     }
     return 0;
 }

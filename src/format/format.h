@@ -23,7 +23,7 @@
 enum { FMT_I32 = 1, FMT_F32 = 2, FMT_STR = 3, FMT_BYTES = 4 };
 
 /* Tensor element types. */
-enum { FMT_DT_F32 = 0 };
+enum { FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_BF16 = 2 };
 const char *fmt_dtype_name(uint32_t dtype);
 /* Bytes per element, 0 for an unknown dtype. */
 uint32_t fmt_dtype_size(uint32_t dtype);

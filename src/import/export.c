@@ -1,35 +1,156 @@
-/* import: writing a program file from an in-memory model. */
+/* import: writing a program file from an in-memory model, converting weights once. */
 #include "import.h"
 
 #include "../format/format.h"
+#include "../kernels/kernels.h"
 #include "../tokenizer/tokenizer.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_MAX_SEQ_LEN 128
 
+void imp_model_free(imp_model *m) {
+    if (!m) return;
+    free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tok_merges);
+    free(m->tok_pretok), free(m->tensors);
+    for (int i = 0; i < m->n_maps; i++) base_map_close(&m->maps[i]);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    memset(m, 0, sizeof *m);
+}
+
+imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
+                           uint64_t cols, int matrix) {
+    if (m->n_tensors == m->cap_tensors) {
+        int cap = m->cap_tensors ? m->cap_tensors * 2 : 64;
+        imp_tensor *nt = realloc(m->tensors, (size_t)cap * sizeof *nt);
+        if (!nt) return NULL;
+        m->tensors = nt;
+        m->cap_tensors = cap;
+    }
+    imp_tensor *t = &m->tensors[m->n_tensors++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->src_type = src_type;
+    t->data = data;
+    t->ndim = cols ? 2 : 1;
+    t->dims[0] = rows;
+    t->dims[1] = cols;
+    t->matrix = matrix;
+    return t;
+}
+
+void *imp_own(imp_model *m, void *p) {
+    if (!p) return NULL;
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? m->cap_owned * 2 : 16;
+        void **no = realloc(m->owned, (size_t)cap * sizeof *no);
+        if (!no) {
+            free(p);
+            return NULL;
+        }
+        m->owned = no;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return p;
+}
+
+/* Element i of a source tensor as f32. Q8_0 and Q4_0 are GGML's 32-element blocks: an f16 scale
+ * then 32 int8 values (Q8_0), or 16 bytes of 4-bit values offset by 8 (Q4_0; low nibbles are
+ * elements 0..15, high nibbles 16..31). */
+static float src_at(const imp_tensor *t, size_t i) {
+    const uint8_t *p = t->data;
+    switch (t->src_type) {
+    case IMP_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
+    case IMP_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_f16_to_f32(h); }
+    case IMP_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_bf16_to_f32(h); }
+    case IMP_Q8_0: {
+        const uint8_t *b = p + (i / 32) * 34;
+        uint16_t h; memcpy(&h, b, 2);
+        return kern_f16_to_f32(h) * (float)(int8_t)b[2 + i % 32];
+    }
+    case IMP_Q4_0: {
+        const uint8_t *b = p + (i / 32) * 18;
+        uint16_t h; memcpy(&h, b, 2);
+        int j = (int)(i % 32), q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
+        return kern_f16_to_f32(h) * (float)(q - 8);
+    }
+    }
+    return 0.0f;
+}
+
+static uint32_t fmt_of(int kern_type) {
+    return kern_type == KERN_F32 ? FMT_DT_F32 : kern_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
+}
+
+/* The tensor's data in the target dtype: borrowed when it already is, else a converted copy
+ * owned by *owned. */
+static const void *convert(const imp_tensor *t, int target, void **owned) {
+    *owned = NULL;
+    int same = (target == KERN_F32 && t->src_type == IMP_F32) || (target == KERN_F16 && t->src_type == IMP_F16) ||
+               (target == KERN_BF16 && t->src_type == IMP_BF16);
+    if (same) return t->data;
+    size_t n = (size_t)t->dims[0] * (t->ndim > 1 ? (size_t)t->dims[1] : 1);
+    void *out = malloc(n * kern_wsize(target));
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        float f = src_at(t, i);
+        if (target == KERN_F32) ((float *)out)[i] = f;
+        else if (target == KERN_F16) ((uint16_t *)out)[i] = kern_f32_to_f16(f);
+        else ((uint16_t *)out)[i] = kern_f32_to_bf16(f);
+    }
+    *owned = out;
+    return out;
+}
+
+void imp_tok_spec(const imp_model *m, tok_spec *s) {
+    *s = (tok_spec){m->vocab_size, m->tok_blob, m->tok_blob_size, m->tok_offsets, m->tok_scores, m->tok_types,
+                    m->bos_id, m->unk_id, m->add_dummy_prefix, m->tok_model, m->tok_merges, m->tok_n_merges,
+                    m->tok_byte_level, m->tok_byte_fallback, m->tok_ignore_merges, m->tok_match_added, m->tok_nfc,
+                    m->tok_pretok};
+}
+
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    etch_export_options o = {0, 0};
+    etch_export_options o = {0, 0, NULL, NULL};
     if (opt) o = *opt;
     if (o.max_context_len < 0 || o.max_context_len > (1 << 20))
         return base_fail(err, ETCH_ERR_ARG, "max_context_len %d is outside 1..%d", o.max_context_len, 1 << 20);
     if (o.max_seq_len < 0) return base_fail(err, ETCH_ERR_ARG, "max_seq_len %d is negative", o.max_seq_len);
     int32_t ctx = o.max_context_len ? o.max_context_len : m->context_len;
+    if (ctx > (1 << 20)) ctx = 1 << 20;
     int32_t seq = o.max_seq_len ? o.max_seq_len : DEFAULT_MAX_SEQ_LEN;
     if (seq > ctx) seq = ctx;
+    int wtype;
+    const char *dtype = o.dtype;
+    if (!dtype) dtype = m->source_dtype == IMP_F32 ? "f32" : m->source_dtype == IMP_BF16 ? "bf16" : "f16";
+    if (strcmp(dtype, "f32") == 0) wtype = KERN_F32;
+    else if (strcmp(dtype, "f16") == 0) wtype = KERN_F16;
+    else if (strcmp(dtype, "bf16") == 0) wtype = KERN_BF16;
+    else return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not one of f32, f16, bf16", dtype);
+    const char *chat = o.chat_template ? o.chat_template : m->chat_template;
+    if (strcmp(chat, "none") == 0) chat = "";
+    if (chat[0] && strcmp(chat, "chatml") && strcmp(chat, "qwen3") && strcmp(chat, "llama3") && strcmp(chat, "llama2"))
+        return base_fail(err, ETCH_ERR_ARG, "chat template '%s' is not one of none, chatml, qwen3, llama3, llama2", chat);
 
     /* The tokenizer must be one the runtime accepts: check it before writing anything. */
     tok_tokenizer tok;
-    tok_spec spec = {m->vocab_size, m->tok_blob, m->tok_blob_size, m->tok_offsets, m->tok_scores, m->tok_types,
-                     m->bos_id, m->unk_id, m->add_dummy_prefix};
+    tok_spec spec;
+    imp_tok_spec(m, &spec);
     etch_status st = tok_init(&tok, &spec, m->source, err);
     if (st) return st;
     tok_free(&tok);
     if (m->tok_blob_size > UINT32_MAX) return base_fail(err, ETCH_ERR_UNSUPPORTED, "vocabulary text over 4 GiB");
 
     fmt_writer *w = fmt_writer_new();
-    if (!w) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the program writer");
+    void **conv = calloc((size_t)m->n_tensors + 1, sizeof *conv);
+    if (!w || !conv) {
+        fmt_writer_free(w);
+        free(conv);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the program writer");
+    }
     /* Method metadata, named as ExecuTorch's runner names its constant methods. */
     fmt_put_i32(w, "max_seq_len", seq);
     fmt_put_i32(w, "max_context_len", ctx);
@@ -47,27 +168,54 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_f32(w, "norm_eps", m->norm_eps);
     fmt_put_f32(w, "rope_base", m->rope_base);
     fmt_put_str(w, "rope_style", m->rope_style);
+    if (m->rope_llama3) {
+        fmt_put_str(w, "rope_scaling", "llama3");
+        fmt_put_f32(w, "rope_scaling.factor", m->rs_factor);
+        fmt_put_f32(w, "rope_scaling.low_freq_factor", m->rs_low);
+        fmt_put_f32(w, "rope_scaling.high_freq_factor", m->rs_high);
+        fmt_put_f32(w, "rope_scaling.original_context_len", m->rs_orig);
+    }
     fmt_put_i32(w, "tied_embeddings", m->tied_embeddings);
-    fmt_put_str(w, "arch", m->arch);
-    fmt_put_str(w, "dtype", "f32");
-    fmt_put_str(w, "weight_layout", "row-major [out, in]: the layout kern_matmul_f32 reads");
+    fmt_put_i32(w, "qkv_bias", m->qkv_bias);
+    fmt_put_i32(w, "qk_norm", m->qk_norm);
+    fmt_put_str(w, "arch", "llama");
+    fmt_put_str(w, "model_type", m->model_type);
+    fmt_put_str(w, "dtype", dtype);
+    fmt_put_str(w, "weight_layout", "row-major [out, in]: the layout kern_matmul reads");
+    fmt_put_str(w, "chat_template", chat);
     fmt_put_i32(w, "source_context_len", m->context_len);
     fmt_put_str(w, "source", m->source);
     fmt_put_str(w, "etch_version", ETCH_VERSION_STRING);
     /* The tokenizer. */
-    fmt_put_str(w, "tokenizer.model", "sp-bpe");
+    fmt_put_str(w, "tokenizer.model", m->tok_model == TOK_MODEL_MERGES ? "bpe" : "sp-bpe");
     fmt_put_bytes(w, "tokenizer.pieces", m->tok_blob, (uint32_t)m->tok_blob_size);
     fmt_put_i32s(w, "tokenizer.offsets", m->tok_offsets, (uint32_t)m->vocab_size + 1);
-    fmt_put_f32s(w, "tokenizer.scores", m->tok_scores, (uint32_t)m->vocab_size);
+    if (m->tok_model == TOK_MODEL_SCORES) fmt_put_f32s(w, "tokenizer.scores", m->tok_scores, (uint32_t)m->vocab_size);
+    else fmt_put_i32s(w, "tokenizer.merges", m->tok_merges, (uint32_t)m->tok_n_merges * 3);
     fmt_put_bytes(w, "tokenizer.types", m->tok_types, (uint32_t)m->vocab_size);
     fmt_put_i32(w, "tokenizer.unk_id", m->unk_id);
     fmt_put_i32(w, "tokenizer.add_dummy_prefix", m->add_dummy_prefix);
+    fmt_put_i32(w, "tokenizer.byte_level", m->tok_byte_level);
+    fmt_put_i32(w, "tokenizer.byte_fallback", m->tok_byte_fallback);
+    fmt_put_i32(w, "tokenizer.ignore_merges", m->tok_ignore_merges);
+    fmt_put_i32(w, "tokenizer.match_added", m->tok_match_added);
+    fmt_put_i32(w, "tokenizer.nfc", m->tok_nfc);
+    if (m->tok_pretok) fmt_put_str(w, "tokenizer.pretok", m->tok_pretok);
+    /* Weights, converted once: matrices to the program's dtype, norms and biases to f32. */
     for (int32_t i = 0; i < m->n_tensors; i++) {
         const imp_tensor *t = &m->tensors[i];
-        fmt_add_tensor(w, t->name, FMT_DT_F32, t->ndim, t->dims, t->data);
+        int target = t->matrix ? wtype : KERN_F32;
+        const void *data = convert(t, target, &conv[i]);
+        if (!data) {
+            st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the converted tensor '%s'", t->name);
+            break;
+        }
+        fmt_add_tensor(w, t->name, fmt_of(target), t->ndim, t->dims, data);
     }
-    st = fmt_writer_write(w, out_path, err);
+    if (!st) st = fmt_writer_write(w, out_path, err);
     fmt_writer_free(w);
+    for (int32_t i = 0; i < m->n_tensors; i++) free(conv[i]);
+    free(conv);
     if (st) return st;
 
     /* Open what was written, with the runtime's own checks, so a bad export never leaves a file. */

@@ -1,46 +1,81 @@
-/* import: readers of model inputs into an in-memory model, and the exporter that writes a program
- * file from it. Export time only: the runtime never links a reader. */
+/* import: readers of model inputs (llama2.c, Hugging Face folders, GGUF) into an in-memory model,
+ * and the exporter that writes a program file from it. Export time only: the runtime never links a
+ * reader or a JSON parser. */
 #ifndef ETCH_IMPORT_H
 #define ETCH_IMPORT_H
 
 #include "../base/base.h"
+#include "../tokenizer/tokenizer.h"
 
-#define IMP_MAX_TENSORS 4096
+/* Source element types of a tensor. */
+enum { IMP_F32 = 0, IMP_F16 = 1, IMP_BF16 = 2, IMP_Q8_0 = 3, IMP_Q4_0 = 4 };
 
 typedef struct imp_tensor {
-    char name[64];
+    char name[96];       /* the program's name (GGUF style: blk.N.attn_q.weight) */
     uint32_t ndim;
-    uint64_t dims[2];   /* [rows, cols] or [n] */
-    const float *data;  /* borrowed: from a mapping or a buffer the model owns */
+    uint64_t dims[2];    /* [rows, cols] or [n] */
+    int src_type;        /* IMP_* */
+    const void *data;    /* borrowed: from a mapping or a buffer the model owns */
+    int matrix;          /* 1: stored in the program's dtype; 0: a norm or a bias, stored f32 */
 } imp_tensor;
 
-/* A model between import and export. Views point into `maps` and `owned`, released together. */
+/* A model between import and export. */
 typedef struct imp_model {
     /* architecture */
-    const char *arch;        /* "llama" */
+    char model_type[32];     /* "llama", "qwen2", "qwen3": what the source called it */
     int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, context_len;
     float norm_eps, rope_base;
     const char *rope_style;  /* "adjacent" | "half" */
-    int32_t tied_embeddings;
-    /* tokenizer (score-ranked BPE, pieces raw) */
+    int32_t tied_embeddings, qkv_bias, qk_norm;
+    int32_t rope_llama3;     /* Llama 3 rope scaling with the four values below */
+    float rs_factor, rs_low, rs_high, rs_orig;
+    int source_dtype;        /* IMP_*: the dtype a program gets when export asks for none */
+    /* tokenizer: pieces raw (a space is ' '), one of two rankings */
+    int tok_model;           /* TOK_MODEL_SCORES | TOK_MODEL_MERGES */
     char *tok_blob;          /* owned, all pieces concatenated */
     uint64_t tok_blob_size;
     int32_t *tok_offsets;    /* owned [vocab_size + 1] */
-    float *tok_scores;       /* owned [vocab_size] */
+    float *tok_scores;       /* owned [vocab_size] (TOK_MODEL_SCORES) */
     uint8_t *tok_types;      /* owned [vocab_size] */
+    int32_t *tok_merges;     /* owned [n_merges * 3] (TOK_MODEL_MERGES) */
+    int32_t tok_n_merges;
+    char *tok_pretok;        /* owned split regex or NULL */
+    int32_t tok_byte_level, tok_byte_fallback, tok_ignore_merges, tok_match_added, tok_nfc;
     int32_t bos_id, unk_id, add_dummy_prefix;
-    int32_t eos_ids[8], n_eos;
+    int32_t eos_ids[16], n_eos;
+    char chat_template[32];  /* "" (none), "chatml", "qwen3", "llama3", "llama2" */
     /* weights */
     imp_tensor *tensors;     /* owned [n_tensors] */
-    int32_t n_tensors;
-    base_map map;            /* the checkpoint mapping the tensors borrow from */
+    int32_t n_tensors, cap_tensors;
+    base_map maps[64];       /* mappings the tensors borrow from */
+    int n_maps;
+    void **owned;            /* buffers to free with the model */
+    int n_owned, cap_owned;
     char source[512];        /* where it came from, for the program's metadata */
 } imp_model;
 
 void imp_model_free(imp_model *m);
+/* Adds a tensor (borrowing data). Returns NULL on allocation failure. */
+imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
+                           uint64_t cols, int matrix);
+/* Takes ownership of a malloc'ed buffer (freed with the model). Returns p, or NULL (and frees p). */
+void *imp_own(imp_model *m, void *p);
 
 /* llama2.c checkpoint (legacy version 0 header) and tokenizer.bin. */
 etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_model *m, etch_error *err);
+/* A Hugging Face folder: config.json, model.safetensors (or sharded), tokenizer.json,
+ * tokenizer_config.json, generation_config.json. */
+etch_status imp_hf(const char *dir, imp_model *m, etch_error *err);
+/* Only the tokenizer of a Hugging Face folder or tokenizer.json (+ tokenizer_config.json beside it). */
+etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err);
+/* A GGUF file (version 2 or 3). With tokenizer_only, the weights are not read. */
+etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_error *err);
+
+/* The tokenizer spec of m (views into m). */
+void imp_tok_spec(const imp_model *m, tok_spec *s);
+/* Recognizes a Jinja chat template by its markers: "qwen3", "chatml", "llama3", "llama2", or ""
+ * when it is none of them. */
+const char *imp_recognize_template(const char *jinja);
 
 /* Writes the program file for m (and opens it once to prove it valid). */
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err);

@@ -7,23 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void imp_model_free(imp_model *m) {
-    if (!m) return;
-    free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tensors);
-    base_map_close(&m->map);
-    memset(m, 0, sizeof *m);
-}
-
-static imp_tensor *add_tensor(imp_model *m, const char *name, const float *data, uint64_t rows, uint64_t cols) {
-    imp_tensor *t = &m->tensors[m->n_tensors++];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->data = data;
-    t->ndim = cols ? 2 : 1;
-    t->dims[0] = rows;
-    t->dims[1] = cols;
-    return t;
-}
-
 /* Reads the tokenizer: int32 max_token_length, then per token: f32 score, int32 length, bytes. */
 static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *err) {
     uint8_t *data;
@@ -66,10 +49,8 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
                              path, i, len, max_len, (unsigned long long)(size - at));
         }
         m->tok_offsets[i] = (int32_t)blob;
-        memcpy(m->tok_blob + blob, data + at, (size_t)len);
         const char *piece = (const char *)data + at;
         at += (uint64_t)len;
-        blob += (uint64_t)len;
         m->tok_scores[i] = score;
         /* llama2.c's convention: 0 <unk>, 1 <s>, 2 </s>; <0xHH> pieces are byte fallback. */
         uint8_t type = TOK_NORMAL;
@@ -77,6 +58,13 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
         else if (i == 1 || i == 2) type = TOK_CONTROL;
         else if (len == 6 && memcmp(piece, "<0x", 3) == 0 && piece[5] == '>') type = TOK_BYTE;
         m->tok_types[i] = type;
+        if (type == TOK_CONTROL) /* llama2.c writes "\n<s>\n": keep the name, drop the newlines */
+            while (len > 0 && (*piece == '\n' || piece[len - 1] == '\n')) {
+                if (*piece == '\n') piece++;
+                len--;
+            }
+        memcpy(m->tok_blob + blob, piece, (size_t)len);
+        blob += (uint64_t)len;
     }
     m->tok_offsets[n] = (int32_t)blob;
     m->tok_blob_size = blob;
@@ -86,15 +74,18 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
     m->eos_ids[0] = n > 2 ? 2 : 0;
     m->n_eos = n > 2 ? 1 : 0;
     m->add_dummy_prefix = 1;
+    m->tok_model = TOK_MODEL_SCORES;
+    m->tok_byte_fallback = 1;
     return ETCH_OK;
 }
 
 etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_model *m, etch_error *err) {
     memset(m, 0, sizeof *m);
-    etch_status st = base_map_open(model_path, &m->map, err);
+    etch_status st = base_map_open(model_path, &m->maps[0], err);
     if (st) return st;
-    const uint8_t *d = m->map.data;
-    uint64_t size = m->map.size;
+    m->n_maps = 1;
+    const uint8_t *d = m->maps[0].data;
+    uint64_t size = m->maps[0].size;
     if (size < 28) {
         imp_model_free(m);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: %llu bytes is shorter than the 28-byte llama2.c header", model_path,
@@ -135,30 +126,27 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
                          model_path, (unsigned long long)want, (unsigned long long)size,
                          size < want ? "truncated" : "trailing bytes");
     }
-    m->arch = "llama";
+    snprintf(m->model_type, sizeof m->model_type, "llama");
+    m->source_dtype = IMP_F32;
     m->dim = dim, m->hidden_dim = hidden, m->n_layers = layers, m->n_heads = heads, m->n_kv_heads = kv_heads;
     m->head_dim = (int32_t)hs, m->vocab_size = vocab, m->context_len = seq_len;
     m->norm_eps = 1e-5f, m->rope_base = 10000.0f, m->rope_style = "adjacent", m->tied_embeddings = shared;
+    m->chat_template[0] = '\0';
     snprintf(m->source, sizeof m->source, "llama2.c checkpoint %s", model_path);
-    m->tensors = calloc((size_t)layers * 9 + 3, sizeof *m->tensors);
-    if (!m->tensors) {
-        imp_model_free(m);
-        return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the tensor list", model_path);
-    }
     /* The checkpoint's data starts at byte 28, so its floats are only 4-byte aligned: the mapping is
      * page-aligned and 28 is a multiple of 4, which is all float access needs. */
-    const float *f = (const float *)(d + 28);
+    const float *f = (const float *)(const void *)(d + 28);
     const float *emb = f, *rms_att = emb + counts[0], *wq = rms_att + counts[1], *wk = wq + counts[2];
     const float *wv = wk + counts[3], *wo = wv + counts[4], *rms_ffn = wo + counts[5], *w1 = rms_ffn + counts[6];
     const float *w2 = w1 + counts[7], *w3 = w2 + counts[8], *rms_final = w3 + counts[9];
     const float *wcls = rms_final + counts[10] + counts[11];
-    add_tensor(m, "token_embd.weight", emb, V, D);
+    int ok = imp_add_tensor(m, "token_embd.weight", IMP_F32, emb, V, D, 1) != NULL;
     for (int32_t l = 0; l < layers; l++) {
         char name[64];
         uint64_t i = (uint64_t)l;
 #define T(suffix, ptr, rows, cols)                                   \
     snprintf(name, sizeof name, "blk.%d.%s.weight", l, suffix);      \
-    add_tensor(m, name, ptr, rows, cols)
+    ok = ok && imp_add_tensor(m, name, IMP_F32, ptr, rows, cols, cols != 0) != NULL
         T("attn_norm", rms_att + i * D, D, 0);
         T("attn_q", wq + i * D * D, D, D);
         T("attn_k", wk + i * kv * D, kv, D);
@@ -170,8 +158,12 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
         T("ffn_up", w3 + i * H * D, H, D);
 #undef T
     }
-    add_tensor(m, "output_norm.weight", rms_final, D, 0);
-    if (!shared) add_tensor(m, "output.weight", wcls, V, D);
+    ok = ok && imp_add_tensor(m, "output_norm.weight", IMP_F32, rms_final, D, 0, 0) != NULL;
+    if (!shared) ok = ok && imp_add_tensor(m, "output.weight", IMP_F32, wcls, V, D, 1) != NULL;
+    if (!ok) {
+        imp_model_free(m);
+        return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the tensor list", model_path);
+    }
     if ((st = read_tokenizer(tokenizer_path, m, err))) {
         imp_model_free(m);
         return st;

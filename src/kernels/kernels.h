@@ -10,11 +10,25 @@
  * caller computes the same choice). Returns the name of the variant set: "avx2" or "portable". */
 const char *kern_init(void);
 
-/* y[n, d] = x[n, k] . w[d, k]^T  (w row-major: one row per output, as PyTorch's Linear stores it).
+/* Weight element types. */
+enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2 };
+/* Bytes per element of a weight type. */
+size_t kern_wsize(int wtype);
+
+/* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */
+float kern_f16_to_f32(uint16_t h);
+uint16_t kern_f32_to_f16(float f);
+float kern_bf16_to_f32(uint16_t b);
+uint16_t kern_f32_to_bf16(float f);
+/* dst[i] = w[row * k + i] widened to f32, for i < k. */
+void kern_row_to_f32(float *dst, const void *w, int wtype, size_t row, int k);
+
+/* y[n, d] = x[n, k] . w[d, k]^T  (w row-major: one row per output, as PyTorch's Linear stores it),
+ * w of type wtype (widened in registers: F16C for f16, a shift for bf16).
  * Every y element is reduced over k in the same order whatever n is, so a row's result does not
  * depend on which other rows share the call (batched and one-row calls agree bit for bit). */
-void kern_matmul_f32(float *y, const float *x, const float *w, int n, int d, int k);
-void kern_matmul_f32_ref(float *y, const float *x, const float *w, int n, int d, int k);
+void kern_matmul(float *y, const float *x, const void *w, int wtype, int n, int d, int k);
+void kern_matmul_ref(float *y, const float *x, const void *w, int wtype, int n, int d, int k);
 /* Forces the portable variant (tests use it to compare both paths). */
 void kern_force_portable(int on);
 
@@ -22,10 +36,17 @@ void kern_force_portable(int on);
 void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
 
 enum { KERN_ROPE_ADJACENT = 0, KERN_ROPE_HALF = 1 };
+/* inv_freq[i] = base^(-2i/head_dim) for i < head_dim/2 (as llama2.c computes it, so its reference
+ * outputs match). */
+void kern_rope_freqs(float *inv_freq, int head_dim, float base);
+/* Llama 3 rope scaling of a frequency table: long wavelengths divided by factor, short ones kept,
+ * a smooth blend between (Hugging Face's _compute_llama3_parameters). */
+void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_freq_factor, float high_freq_factor,
+                      float original_context_len);
 /* Rotates v[r, h*head_dim ...] for n rows at positions start_pos + r, for n_heads heads:
  * ADJACENT rotates pairs (x[2i], x[2i+1]) (llama2.c, GGUF llama); HALF rotates (x[i], x[i+d/2])
- * (Hugging Face rotate_half). Frequency of pair i: base^(-2i/head_dim). */
-void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, float base, int style);
+ * (Hugging Face rotate_half). Pair i turns by position * inv_freq[i]. */
+void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const float *inv_freq, int style);
 
 /* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache.
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]

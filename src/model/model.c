@@ -42,13 +42,18 @@ static void add_rows(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+static void add_bias(float *x, const float *b, int n, int d) {
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < d; i++) x[(size_t)r * d + i] += b[i];
+}
+
 void model_forward(const model_config *c, const model_weights *w, model_state *s, const int32_t *tokens, int n,
                    int start_pos, float *logits, int all_logits) {
     const int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
     const size_t layer_cache = (size_t)c->max_context_len * kv_dim;
+    const int wt = c->wtype;
 
-    for (int r = 0; r < n; r++)
-        memcpy(s->x + (size_t)r * dim, w->tok_embd + (size_t)tokens[r] * dim, (size_t)dim * sizeof(float));
+    for (int r = 0; r < n; r++) kern_row_to_f32(s->x + (size_t)r * dim, w->tok_embd, wt, (size_t)tokens[r], dim);
 
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
@@ -57,21 +62,30 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
         /* attention: q, k, v for all n rows; k and v land directly in the cache rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
-        kern_matmul_f32(s->q, s->xb, L->wq, n, q_dim, dim);
-        kern_matmul_f32(k_rows, s->xb, L->wk, n, kv_dim, dim);
-        kern_matmul_f32(v_rows, s->xb, L->wv, n, kv_dim, dim);
-        kern_rope(s->q, n, c->n_heads, hd, start_pos, c->rope_base, c->rope_style);
-        kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, c->rope_base, c->rope_style);
+        kern_matmul(s->q, s->xb, L->wq, wt, n, q_dim, dim);
+        kern_matmul(k_rows, s->xb, L->wk, wt, n, kv_dim, dim);
+        kern_matmul(v_rows, s->xb, L->wv, wt, n, kv_dim, dim);
+        if (c->qkv_bias) {
+            add_bias(s->q, L->bq, n, q_dim);
+            add_bias(k_rows, L->bk, n, kv_dim);
+            add_bias(v_rows, L->bv, n, kv_dim);
+        }
+        if (c->qk_norm) { /* each head is a row of head_dim values */
+            kern_rmsnorm(s->q, s->q, L->q_norm, n * c->n_heads, hd, c->norm_eps);
+            kern_rmsnorm(k_rows, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->norm_eps);
+        }
+        kern_rope(s->q, n, c->n_heads, hd, start_pos, c->inv_freq, c->rope_style);
+        kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, c->inv_freq, c->rope_style);
         kern_attention(s->xb, s->q, kc, vc, n, start_pos, c->n_heads, c->n_kv_heads, hd, s->scores);
-        kern_matmul_f32(s->proj, s->xb, L->wo, n, dim, q_dim);
+        kern_matmul(s->proj, s->xb, L->wo, wt, n, dim, q_dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(silu(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
-        kern_matmul_f32(s->hb, s->xb, L->w_up, n, c->hidden_dim, dim);
-        kern_matmul_f32(s->hb2, s->xb, L->w_gate, n, c->hidden_dim, dim);
+        kern_matmul(s->hb, s->xb, L->w_up, wt, n, c->hidden_dim, dim);
+        kern_matmul(s->hb2, s->xb, L->w_gate, wt, n, c->hidden_dim, dim);
         kern_swiglu(s->hb, s->hb2, (size_t)n * c->hidden_dim);
-        kern_matmul_f32(s->proj, s->hb, L->w_down, n, dim, c->hidden_dim);
+        kern_matmul(s->proj, s->hb, L->w_down, wt, n, dim, c->hidden_dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
 
@@ -79,5 +93,5 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     /* The classifier runs only on the rows asked for: the last one, unless all are wanted. */
     int first = all_logits ? 0 : n - 1, rows = n - first;
     kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
-    kern_matmul_f32(logits, s->xb, w->output, rows, c->vocab_size, dim);
+    kern_matmul(logits, s->xb, w->output, wt, rows, c->vocab_size, dim);
 }

@@ -12,28 +12,35 @@ typedef struct model_config {
     int vocab_size;
     int max_context_len; /* KV-cache rows */
     int max_seq_len;     /* most rows one forward call takes */
-    float norm_eps, rope_base;
+    float norm_eps;
     int rope_style;      /* KERN_ROPE_* */
+    const float *inv_freq; /* [head_dim / 2] RoPE frequencies (scaling applied), owned by the program */
+    int wtype;           /* KERN_F32 | KERN_F16 | KERN_BF16: matrices and the embedding table */
+    int qkv_bias;        /* Qwen2: q, k, v projections have biases */
+    int qk_norm;         /* Qwen3: RMSNorm over each head of q and k before RoPE */
 } model_config;
 
-/* Views into the program's mapping; shapes are [rows, cols] row-major. */
+/* Views into the program's mapping; shapes are [rows, cols] row-major. Matrices are of type
+ * config.wtype; norms and biases are always f32. */
 typedef struct model_layer {
     const float *attn_norm; /* [dim] */
-    const float *wq;        /* [n_heads * head_dim, dim] */
-    const float *wk;        /* [n_kv_heads * head_dim, dim] */
-    const float *wv;        /* [n_kv_heads * head_dim, dim] */
-    const float *wo;        /* [dim, n_heads * head_dim] */
+    const void *wq;         /* [n_heads * head_dim, dim] */
+    const void *wk;         /* [n_kv_heads * head_dim, dim] */
+    const void *wv;         /* [n_kv_heads * head_dim, dim] */
+    const float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] when qkv_bias, else NULL */
+    const float *q_norm, *k_norm; /* [head_dim] when qk_norm, else NULL */
+    const void *wo;         /* [dim, n_heads * head_dim] */
     const float *ffn_norm;  /* [dim] */
-    const float *w_gate;    /* [hidden_dim, dim]   (llama2.c w1) */
-    const float *w_up;      /* [hidden_dim, dim]   (llama2.c w3) */
-    const float *w_down;    /* [dim, hidden_dim]   (llama2.c w2) */
+    const void *w_gate;     /* [hidden_dim, dim]   (llama2.c w1) */
+    const void *w_up;       /* [hidden_dim, dim]   (llama2.c w3) */
+    const void *w_down;     /* [dim, hidden_dim]   (llama2.c w2) */
 } model_layer;
 
 typedef struct model_weights {
-    const float *tok_embd;  /* [vocab_size, dim] */
+    const void *tok_embd;   /* [vocab_size, dim] */
     model_layer *layers;    /* [n_layers], owned by the program */
     const float *out_norm;  /* [dim] */
-    const float *output;    /* [vocab_size, dim]: tok_embd when tied */
+    const void *output;     /* [vocab_size, dim]: tok_embd when tied */
 } model_weights;
 
 /* Everything one session writes; sized once from the config. */

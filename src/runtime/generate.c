@@ -194,7 +194,7 @@ etch_status etch_generate(etch_session *s, const char *prompt, const etch_genera
         s->generated[s->n_generated++] = tok;
         if (i == 0) st->first_token_ms = now_ms();
         size_t plen;
-        const char *piece = tok_piece(&p->tok, prev, tok, &plen);
+        const char *piece = tok_piece(&p->tok, prev, tok, TOK_SKIP_CONTROL, &plen);
         size_t tlen = tok_utf8_feed(&s->utf8, piece, plen, s->text);
         prev = tok;
         if (on_token && on_token(user, tok, s->text, tlen)) {

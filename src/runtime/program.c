@@ -50,19 +50,31 @@ static etch_status need_str(const etch_program *p, const char *path, const char 
     return ETCH_OK;
 }
 
-/* A weight tensor: present, f32, and exactly the shape the config implies. */
-static etch_status need_tensor(const etch_program *p, const char *path, const char *name, uint64_t rows,
-                               uint64_t cols, const float **out, etch_error *err) {
+/* Optional keys: absent means the default; present must have the right type. */
+static etch_status opt_i32(const etch_program *p, const char *path, const char *key, int32_t lo, int32_t hi,
+                           int32_t dflt, int32_t *v, etch_error *err) {
+    *v = dflt;
+    return fmt_find_meta(&p->file, key) ? need_i32(p, path, key, lo, hi, v, err) : ETCH_OK;
+}
+
+static etch_status opt_str(const etch_program *p, const char *path, const char *key, const char *dflt,
+                           const char **v, etch_error *err) {
+    *v = dflt;
+    return fmt_find_meta(&p->file, key) ? need_str(p, path, key, v, err) : ETCH_OK;
+}
+
+/* A tensor: present, of the given dtype, and exactly the shape the config implies (cols 0: a vector). */
+static etch_status need_tensor(const etch_program *p, const char *path, const char *name, uint32_t dtype,
+                               uint64_t rows, uint64_t cols, const void **out, etch_error *err) {
     const fmt_tensor *t = fmt_find_tensor(&p->file, name);
     if (!t) return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
-    int ok = t->dtype == FMT_DT_F32 &&
-             (cols == 0 ? (t->ndim == 1 && t->dims[0] == rows)
-                        : (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols));
+    int ok = t->dtype == dtype && (cols == 0 ? (t->ndim == 1 && t->dims[0] == rows)
+                                             : (t->ndim == 2 && t->dims[0] == rows && t->dims[1] == cols));
     if (!ok)
-        return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is %s with %u dims [%llu, %llu]; expected f32 [%llu%s%llu]",
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is %s with %u dims [%llu, %llu]; expected %s [%llu%s%llu]",
                          path, name, fmt_dtype_name(t->dtype), t->ndim, (unsigned long long)t->dims[0],
-                         (unsigned long long)(t->ndim > 1 ? t->dims[1] : 0), (unsigned long long)rows,
-                         cols ? ", " : "", (unsigned long long)cols);
+                         (unsigned long long)(t->ndim > 1 ? t->dims[1] : 0), fmt_dtype_name(dtype),
+                         (unsigned long long)rows, cols ? ", " : "", (unsigned long long)cols);
     *out = t->data;
     return ETCH_OK;
 }
@@ -77,10 +89,12 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
         return st;
     if (strcmp(m->arch, "llama") != 0)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama)", path, m->arch);
-    if (strcmp(m->dtype, "f32") != 0)
-        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (f32)", path, m->dtype);
-    if (strcmp(m->tokenizer, "sp-bpe") != 0)
-        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer '%s' is not supported (sp-bpe)", path,
+    int wtype = strcmp(m->dtype, "f32") == 0 ? KERN_F32 : strcmp(m->dtype, "f16") == 0 ? KERN_F16
+              : strcmp(m->dtype, "bf16") == 0 ? KERN_BF16 : -1;
+    if (wtype < 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (f32, f16, bf16)", path, m->dtype);
+    if (strcmp(m->tokenizer, "sp-bpe") != 0 && strcmp(m->tokenizer, "bpe") != 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer '%s' is not supported (sp-bpe, bpe)", path,
                          m->tokenizer);
     int rope = strcmp(m->rope_style, "adjacent") == 0 ? KERN_ROPE_ADJACENT
                : strcmp(m->rope_style, "half") == 0  ? KERN_ROPE_HALF
@@ -121,37 +135,71 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 
     model_config *c = &p->cfg;
     *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
-                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, m->rope_base, rope};
+                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, wtype, 0, 0};
+    if ((st = opt_i32(p, path, "qkv_bias", 0, 1, 0, &c->qkv_bias, err)) ||
+        (st = opt_i32(p, path, "qk_norm", 0, 1, 0, &c->qk_norm, err)))
+        return st;
+
+    /* RoPE frequencies, computed once here, with the recorded scaling. */
+    p->inv_freq = malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq);
+    if (!p->inv_freq) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the RoPE table", path);
+    kern_rope_freqs(p->inv_freq, m->head_dim, m->rope_base);
+    const char *scaling;
+    if ((st = opt_str(p, path, "rope_scaling", "none", &scaling, err))) return st;
+    if (strcmp(scaling, "llama3") == 0) {
+        float f, lo, hi, orig;
+        if ((st = need_f32(p, path, "rope_scaling.factor", &f, err)) ||
+            (st = need_f32(p, path, "rope_scaling.low_freq_factor", &lo, err)) ||
+            (st = need_f32(p, path, "rope_scaling.high_freq_factor", &hi, err)) ||
+            (st = need_f32(p, path, "rope_scaling.original_context_len", &orig, err)))
+            return st;
+        if (!(hi > lo)) return base_fail(err, ETCH_ERR_FORMAT, "%s: rope_scaling high_freq_factor <= low_freq_factor", path);
+        kern_rope_llama3(p->inv_freq, m->head_dim, f, lo, hi, orig);
+    } else if (strcmp(scaling, "none") != 0) {
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling '%s' is not supported (none, llama3)", path, scaling);
+    }
+    c->inv_freq = p->inv_freq;
     return ETCH_OK;
 }
 
 static etch_status load_weights(etch_program *p, const char *path, etch_error *err) {
     const model_config *c = &p->cfg;
-    uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim;
+    uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim, hd = (uint64_t)c->head_dim;
     uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, hid = (uint64_t)c->hidden_dim;
+    uint32_t wt = c->wtype == KERN_F32 ? FMT_DT_F32 : c->wtype == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
     model_weights *w = &p->w;
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer table", path);
     etch_status st;
-    if ((st = need_tensor(p, path, "token_embd.weight", (uint64_t)c->vocab_size, dim, &w->tok_embd, err)) ||
-        (st = need_tensor(p, path, "output_norm.weight", dim, 0, &w->out_norm, err)))
+    if ((st = need_tensor(p, path, "token_embd.weight", wt, (uint64_t)c->vocab_size, dim, &w->tok_embd, err)) ||
+        (st = need_tensor(p, path, "output_norm.weight", FMT_DT_F32, dim, 0, (const void **)&w->out_norm, err)))
         return st;
     if (p->meta.tied_embeddings) w->output = w->tok_embd;
-    else if ((st = need_tensor(p, path, "output.weight", (uint64_t)c->vocab_size, dim, &w->output, err)))
+    else if ((st = need_tensor(p, path, "output.weight", wt, (uint64_t)c->vocab_size, dim, &w->output, err)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         model_layer *L = &w->layers[l];
-        struct { const char *name; uint64_t rows, cols; const float **dst; } t[] = {
-            {"attn_norm", dim, 0, &L->attn_norm},    {"attn_q", q_dim, dim, &L->wq},
-            {"attn_k", kv_dim, dim, &L->wk},         {"attn_v", kv_dim, dim, &L->wv},
-            {"attn_output", dim, q_dim, &L->wo},     {"ffn_norm", dim, 0, &L->ffn_norm},
-            {"ffn_gate", hid, dim, &L->w_gate},      {"ffn_up", hid, dim, &L->w_up},
-            {"ffn_down", dim, hid, &L->w_down},
+        struct { const char *name; uint32_t dtype; uint64_t rows, cols; const void **dst; int want; } t[] = {
+            {"attn_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->attn_norm, 1},
+            {"attn_q.weight", wt, q_dim, dim, &L->wq, 1},
+            {"attn_k.weight", wt, kv_dim, dim, &L->wk, 1},
+            {"attn_v.weight", wt, kv_dim, dim, &L->wv, 1},
+            {"attn_q.bias", FMT_DT_F32, q_dim, 0, (const void **)&L->bq, c->qkv_bias},
+            {"attn_k.bias", FMT_DT_F32, kv_dim, 0, (const void **)&L->bk, c->qkv_bias},
+            {"attn_v.bias", FMT_DT_F32, kv_dim, 0, (const void **)&L->bv, c->qkv_bias},
+            {"attn_q_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->q_norm, c->qk_norm},
+            {"attn_k_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->k_norm, c->qk_norm},
+            {"attn_output.weight", wt, dim, q_dim, &L->wo, 1},
+            {"ffn_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->ffn_norm, 1},
+            {"ffn_gate.weight", wt, hid, dim, &L->w_gate, 1},
+            {"ffn_up.weight", wt, hid, dim, &L->w_up, 1},
+            {"ffn_down.weight", wt, dim, hid, &L->w_down, 1},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            if (!t[i].want) continue;
             char name[64];
-            snprintf(name, sizeof name, "blk.%d.%s.weight", l, t[i].name);
-            if ((st = need_tensor(p, path, name, t[i].rows, t[i].cols, t[i].dst, err))) return st;
+            snprintf(name, sizeof name, "blk.%d.%s", l, t[i].name);
+            if ((st = need_tensor(p, path, name, t[i].dtype, t[i].rows, t[i].cols, t[i].dst, err))) return st;
         }
     }
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {
@@ -164,22 +212,38 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
 
 static etch_status load_tokenizer(etch_program *p, const char *path, etch_error *err) {
     const etch_method_meta *m = &p->meta;
-    const fmt_meta *pieces = NULL, *offsets = NULL, *scores = NULL, *types = NULL;
+    const fmt_meta *pieces = NULL, *offsets = NULL, *scores = NULL, *types = NULL, *merges = NULL;
     tok_spec s = {0};
     etch_status st;
     uint32_t n = (uint32_t)m->vocab_size;
+    s.model = strcmp(m->tokenizer, "bpe") == 0 ? TOK_MODEL_MERGES : TOK_MODEL_SCORES;
     if ((st = need_meta(p, path, "tokenizer.pieces", FMT_BYTES, 0, &pieces, err)) ||
         (st = need_meta(p, path, "tokenizer.offsets", FMT_I32, n + 1, &offsets, err)) ||
-        (st = need_meta(p, path, "tokenizer.scores", FMT_F32, n, &scores, err)) ||
         (st = need_meta(p, path, "tokenizer.types", FMT_BYTES, n, &types, err)) ||
         (st = need_i32(p, path, "tokenizer.unk_id", -1, m->vocab_size - 1, &s.unk_id, err)) ||
-        (st = need_i32(p, path, "tokenizer.add_dummy_prefix", 0, 1, &s.add_dummy_prefix, err)))
+        (st = need_i32(p, path, "tokenizer.add_dummy_prefix", 0, 1, &s.add_dummy_prefix, err)) ||
+        (st = opt_i32(p, path, "tokenizer.byte_level", 0, 1, 0, &s.byte_level, err)) ||
+        (st = opt_i32(p, path, "tokenizer.byte_fallback", 0, 1, 1, &s.byte_fallback, err)) ||
+        (st = opt_i32(p, path, "tokenizer.ignore_merges", 0, 1, 0, &s.ignore_merges, err)) ||
+        (st = opt_i32(p, path, "tokenizer.match_added", 0, 1, 0, &s.match_added, err)) ||
+        (st = opt_i32(p, path, "tokenizer.nfc", 0, 1, 0, &s.nfc, err)) ||
+        (st = opt_str(p, path, "tokenizer.pretok", NULL, &s.pretok, err)))
         return st;
+    if (s.model == TOK_MODEL_SCORES) {
+        if ((st = need_meta(p, path, "tokenizer.scores", FMT_F32, n, &scores, err))) return st;
+        s.scores = scores->data;
+    } else {
+        if ((st = need_meta(p, path, "tokenizer.merges", FMT_I32, 0, &merges, err))) return st;
+        if (merges->count % 3 != 0)
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.merges has %u values, not a multiple of 3", path,
+                             merges->count);
+        s.merges = merges->data;
+        s.n_merges = (int32_t)(merges->count / 3);
+    }
     s.n_vocab = m->vocab_size;
     s.blob = pieces->data;
     s.blob_size = pieces->count;
     s.offsets = offsets->data;
-    s.scores = scores->data;
     s.types = types->data;
     s.bos_id = m->bos_id;
     return tok_init(&p->tok, &s, path, err);
@@ -212,6 +276,7 @@ void etch_program_close(etch_program *p) {
     if (!p) return;
     tok_free(&p->tok);
     free(p->w.layers);
+    free(p->inv_freq);
     fmt_close(&p->file);
     free(p);
 }

@@ -13,6 +13,7 @@ struct etch_program {
     etch_method_meta meta;
     model_config cfg;
     model_weights w;        /* w.layers owned */
+    float *inv_freq;        /* [head_dim / 2] RoPE frequencies, owned */
     tok_tokenizer tok;
     uint64_t n_params;
     double load_start_ms, load_end_ms;
@@ -31,7 +32,7 @@ struct etch_session {
     rt_cand *cand;          /* [vocab] sampling scratch */
     char *text;             /* [text_cap] decoded text handed to the callback */
     size_t text_cap;
-    tok_utf8_stream utf8;
+    tok_utf8_stream utf8;   /* holds an unfinished character between callbacks */
     int32_t *prompt;        /* [n_prompt] ids of the last prompt (malloc'ed per generate call) */
     int32_t n_prompt;
     int32_t *generated;     /* [max_context_len] */

@@ -147,7 +147,7 @@ etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n
             return base_fail(err, ETCH_ERR_ARG, "etch_detokenize: id %d at index %d is outside the vocabulary [0, %d)",
                              ids[i], i, p->meta.vocab_size);
         size_t l;
-        tok_piece(t, i ? ids[i - 1] : -1, ids[i], &l);
+        tok_piece(t, i ? ids[i - 1] : -1, ids[i], 0, &l);
         total += l;
     }
     char *out = malloc(total);
@@ -155,7 +155,7 @@ etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n
     size_t at = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t l;
-        const char *piece = tok_piece(t, i ? ids[i - 1] : -1, ids[i], &l);
+        const char *piece = tok_piece(t, i ? ids[i - 1] : -1, ids[i], 0, &l);
         memcpy(out + at, piece, l);
         at += l;
     }
@@ -187,7 +187,7 @@ etch_status etch_decoder_new(const etch_program *p, etch_decoder **out) {
 
 const char *etch_decoder_push(etch_decoder *d, int32_t prev_id, int32_t id, size_t *len) {
     size_t l;
-    const char *piece = tok_piece(&d->prog->tok, prev_id, id, &l);
+    const char *piece = tok_piece(&d->prog->tok, prev_id, id, TOK_SKIP_CONTROL, &l);
     *len = tok_utf8_feed(&d->u, piece, l, d->out);
     return d->out;
 }

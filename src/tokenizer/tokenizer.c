@@ -1,8 +1,11 @@
-/* tokenizer: score-ranked BPE with byte fallback (SentencePiece style), streaming UTF-8. */
+/* tokenizer: BPE by score or by merge rank, added tokens, NFC, split regex, streaming UTF-8. */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "tokenizer.h"
 
+#include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 /* ------------------------------------------------------------------ tables */
 
@@ -15,13 +18,20 @@ static uint32_t hash_bytes(const char *s, size_t n) {
     return h;
 }
 
+static uint32_t hash_pair(int32_t a, int32_t b) {
+    uint64_t x = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
 static const char *piece_of(const tok_tokenizer *t, int32_t id, size_t *len) {
     *len = (size_t)(t->s.offsets[id + 1] - t->s.offsets[id]);
     return t->s.blob + t->s.offsets[id];
 }
 
-/* The id of a normal piece equal to s[0..n), or -1. */
-static int32_t lookup(const tok_tokenizer *t, const char *s, size_t n) {
+int32_t tok_find(const tok_tokenizer *t, const char *s, size_t n) {
     uint32_t mask = t->n_slots - 1;
     for (uint32_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
         int32_t v = t->slots[i];
@@ -32,11 +42,33 @@ static int32_t lookup(const tok_tokenizer *t, const char *s, size_t n) {
     }
 }
 
+/* The index of the merge (left, right), or -1. */
+static int32_t find_merge(const tok_tokenizer *t, int32_t a, int32_t b) {
+    uint32_t mask = t->n_merge_slots - 1;
+    for (uint32_t i = hash_pair(a, b) & mask;; i = (i + 1) & mask) {
+        int32_t v = t->merge_slots[i];
+        if (v == 0) return -1;
+        const int32_t *m = t->s.merges + 3 * (size_t)(v - 1);
+        if (m[0] == a && m[1] == b) return v - 1;
+    }
+}
+
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'A' && c <= 'F') return c - 'A' + 10;
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
     return -1;
+}
+
+static int cmp_added_len;
+static const tok_tokenizer *cmp_added_tok;
+static int by_length_desc(const void *a, const void *b) {
+    size_t la, lb;
+    piece_of(cmp_added_tok, *(const int32_t *)a, &la);
+    piece_of(cmp_added_tok, *(const int32_t *)b, &lb);
+    (void)cmp_added_len;
+    if (la != lb) return la < lb ? 1 : -1;
+    return *(const int32_t *)a - *(const int32_t *)b;
 }
 
 etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, etch_error *err) {
@@ -46,12 +78,18 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
         return base_fail(err, ETCH_ERR_FORMAT, "%s: vocabulary size %d is out of range", what, s->n_vocab);
     if (s->offsets[0] != 0)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer offsets do not start at 0", what);
+    if (s->model != TOK_MODEL_SCORES && s->model != TOK_MODEL_MERGES)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: unknown tokenizer model %d", what, s->model);
+    if (s->model == TOK_MODEL_SCORES && !s->scores)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: a score-ranked tokenizer without scores", what);
+    if (s->n_merges < 0 || (s->n_merges > 0 && !s->merges))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: bad merge count %d", what, s->n_merges);
     for (int32_t i = 0; i < s->n_vocab; i++) {
         if (s->offsets[i + 1] < s->offsets[i] || (uint64_t)s->offsets[i + 1] > s->blob_size)
             return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer piece %d has offsets %d..%d outside 0..%llu",
                              what, i, s->offsets[i], s->offsets[i + 1], (unsigned long long)s->blob_size);
         uint8_t ty = s->types[i];
-        if (ty != TOK_NORMAL && ty != TOK_UNKNOWN && ty != TOK_CONTROL && ty != TOK_USER && ty != TOK_BYTE)
+        if (ty < TOK_NORMAL || ty > TOK_BYTE)
             return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer piece %d has unknown type %u", what, i, ty);
     }
     if (s->bos_id >= s->n_vocab || s->unk_id >= s->n_vocab)
@@ -59,19 +97,24 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
     t->s = *s;
     t->n_slots = 1;
     while (t->n_slots < 2u * (uint32_t)s->n_vocab) t->n_slots <<= 1;
+    t->n_merge_slots = 1;
+    while (t->n_merge_slots < 2u * (uint32_t)s->n_merges) t->n_merge_slots <<= 1;
     t->slots = calloc(t->n_slots, sizeof *t->slots);
+    t->merge_slots = calloc(t->n_merge_slots, sizeof *t->merge_slots);
     t->byte_val = malloc((size_t)s->n_vocab * sizeof *t->byte_val);
-    if (!t->slots || !t->byte_val) {
+    t->added = malloc((size_t)s->n_vocab * sizeof *t->added);
+    if (!t->slots || !t->merge_slots || !t->byte_val || !t->added) {
         tok_free(t);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate tokenizer tables", what);
     }
-    for (int b = 0; b < 256; b++) t->byte_id[b] = -1;
+    for (int b = 0; b < 256; b++) t->byte_id[b] = t->byte_sym[b] = -1;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         size_t n;
         const char *p = piece_of(t, i, &n);
+        uint8_t ty = s->types[i];
         t->byte_val[i] = -1;
         if ((int32_t)n > t->max_piece_len) t->max_piece_len = (int32_t)n;
-        if (s->types[i] == TOK_BYTE) {
+        if (ty == TOK_BYTE) {
             int hi = n == 6 ? hexval(p[3]) : -1, lo = n == 6 ? hexval(p[4]) : -1;
             if (n != 6 || memcmp(p, "<0x", 3) != 0 || p[5] != '>' || hi < 0 || lo < 0) {
                 tok_free(t);
@@ -80,12 +123,55 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
             int b = hi * 16 + lo;
             t->byte_val[i] = (int16_t)b;
             if (t->byte_id[b] < 0) t->byte_id[b] = i;
-        } else if ((s->types[i] == TOK_NORMAL || s->types[i] == TOK_USER) && n > 0 && lookup(t, p, n) < 0) {
+        } else if ((ty == TOK_NORMAL || ty == TOK_USER) && n > 0 && tok_find(t, p, n) < 0) {
             /* The first of duplicate pieces wins, as a linear search would find it. */
             uint32_t mask = t->n_slots - 1, j = hash_bytes(p, n) & mask;
             while (t->slots[j]) j = (j + 1) & mask;
             t->slots[j] = i + 1;
+            if (n == 1 && t->byte_sym[(uint8_t)p[0]] < 0) t->byte_sym[(uint8_t)p[0]] = i;
         }
+        if (s->match_added && (ty == TOK_CONTROL || ty == TOK_USER) && n > 0) t->added[t->n_added++] = i;
+    }
+    cmp_added_tok = t;
+    qsort(t->added, (size_t)t->n_added, sizeof *t->added, by_length_desc);
+    if (s->byte_level)
+        for (int b = 0; b < 256; b++)
+            if (t->byte_sym[b] < 0) {
+                tok_free(t);
+                return base_fail(err, ETCH_ERR_FORMAT, "%s: byte-level vocabulary has no piece for byte 0x%02x", what, b);
+            }
+    for (int32_t i = 0; i < s->n_merges; i++) {
+        const int32_t *m = s->merges + 3 * (size_t)i;
+        int ok = m[0] >= 0 && m[0] < s->n_vocab && m[1] >= 0 && m[1] < s->n_vocab && m[2] >= 0 && m[2] < s->n_vocab;
+        if (ok) {
+            size_t la, lb, lm;
+            const char *pa = piece_of(t, m[0], &la), *pb = piece_of(t, m[1], &lb), *pm = piece_of(t, m[2], &lm);
+            ok = lm == la + lb && memcmp(pm, pa, la) == 0 && memcmp(pm + la, pb, lb) == 0;
+        }
+        if (!ok) {
+            tok_free(t);
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: merge %d (%d + %d -> %d) does not join its two pieces", what,
+                             i, m[0], m[1], m[2]);
+        }
+        if (find_merge(t, m[0], m[1]) >= 0) continue; /* the first (lowest rank) wins */
+        uint32_t mask = t->n_merge_slots - 1, j = hash_pair(m[0], m[1]) & mask;
+        while (t->merge_slots[j]) j = (j + 1) & mask;
+        t->merge_slots[j] = i + 1;
+    }
+    if (s->pretok && s->pretok[0]) {
+        int code;
+        PCRE2_SIZE at;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)s->pretok, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
+                                       &at, NULL);
+        if (!re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(code, msg, sizeof msg);
+            tok_free(t);
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: split regex does not compile at offset %zu: %s", what,
+                             (size_t)at, (const char *)msg);
+        }
+        pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* a speed-up when available; matching works without it */
+        t->re = re;
     }
     return ETCH_OK;
 }
@@ -93,29 +179,257 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
 void tok_free(tok_tokenizer *t) {
     if (!t) return;
     free(t->slots);
+    free(t->merge_slots);
     free(t->byte_val);
-    t->slots = NULL;
-    t->byte_val = NULL;
+    free(t->added);
+    pcre2_code_free((pcre2_code *)t->re);
+    memset(t, 0, sizeof *t);
 }
 
 /* ------------------------------------------------------------------ encode */
 
-/* Whether tokens a and b merge: true when the concatenation of their pieces is a normal piece;
- * then *score is its score and *merged its id. Byte-fallback tokens never merge (as in llama2.c and
- * SentencePiece: they stand for bytes that no piece covers). scratch holds 2 * max_piece_len bytes. */
-static int pair_score(const tok_tokenizer *t, int32_t a, int32_t b, char *scratch, float *score,
-                      int32_t *merged) {
-    if (t->s.types[a] == TOK_BYTE || t->s.types[b] == TOK_BYTE) return 0;
+/* A growable id list. */
+typedef struct ids_buf {
+    int32_t *v;
+    size_t n, cap;
+    int oom;
+} ids_buf;
+
+static void push_id(ids_buf *b, int32_t id) {
+    if (b->oom) return;
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 64;
+        int32_t *nv = realloc(b->v, cap * sizeof *nv);
+        if (!nv) {
+            b->oom = 1;
+            return;
+        }
+        b->v = nv;
+        b->cap = cap;
+    }
+    b->v[b->n++] = id;
+}
+
+/* BPE state for one word: a doubly linked list of symbols and a min-heap of candidate merges. */
+typedef struct sym {
+    int32_t id, prev, next;
+} sym;
+
+typedef struct cand {
+    double prio;       /* lower merges first: the rank, or minus the merged piece's score */
+    int32_t pos;       /* left symbol: ties go to the leftmost */
+    int32_t left, right, merged;
+} cand;
+
+typedef struct bpe_work {
+    sym *syms;
+    size_t syms_cap;
+    cand *heap;
+    size_t heap_n, heap_cap;
+    char *scratch;     /* [2 * max_piece_len] */
+    int oom;
+} bpe_work;
+
+static int cand_less(const cand *a, const cand *b) {
+    return a->prio < b->prio || (a->prio == b->prio && a->pos < b->pos);
+}
+
+static void heap_push(bpe_work *w, cand c) {
+    if (w->heap_n == w->heap_cap) {
+        size_t cap = w->heap_cap ? w->heap_cap * 2 : 64;
+        cand *nh = realloc(w->heap, cap * sizeof *nh);
+        if (!nh) {
+            w->oom = 1;
+            return;
+        }
+        w->heap = nh;
+        w->heap_cap = cap;
+    }
+    size_t i = w->heap_n++;
+    while (i > 0 && cand_less(&c, &w->heap[(i - 1) / 2])) {
+        w->heap[i] = w->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    w->heap[i] = c;
+}
+
+static cand heap_pop(bpe_work *w) {
+    cand top = w->heap[0], last = w->heap[--w->heap_n];
+    size_t i = 0, n = w->heap_n;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const cand *best = &last;
+        if (l < n && cand_less(&w->heap[l], best)) m = l, best = &w->heap[l];
+        if (r < n && cand_less(&w->heap[r], best)) m = r;
+        if (m == i) break;
+        w->heap[i] = w->heap[m];
+        i = m;
+    }
+    if (n) w->heap[i] = last;
+    return top;
+}
+
+/* Queues the merge of symbols at positions a and b (adjacent) if there is one. */
+static void try_pair(const tok_tokenizer *t, bpe_work *w, int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return;
+    int32_t l = w->syms[a].id, r = w->syms[b].id;
+    if (t->s.model == TOK_MODEL_MERGES) {
+        int32_t m = find_merge(t, l, r);
+        if (m >= 0) heap_push(w, (cand){(double)m, a, l, r, t->s.merges[3 * (size_t)m + 2]});
+        return;
+    }
+    /* By score: the concatenation must be a piece; byte-fallback tokens never merge. */
+    if (t->s.types[l] == TOK_BYTE || t->s.types[r] == TOK_BYTE) return;
     size_t la, lb;
-    const char *pa = piece_of(t, a, &la), *pb = piece_of(t, b, &lb);
-    if (la + lb > (size_t)t->max_piece_len) return 0;
-    memcpy(scratch, pa, la);
-    memcpy(scratch + la, pb, lb);
-    int32_t id = lookup(t, scratch, la + lb);
-    if (id < 0) return 0;
-    *score = t->s.scores[id];
-    *merged = id;
+    const char *pa = piece_of(t, l, &la), *pb = piece_of(t, r, &lb);
+    if (la + lb > (size_t)t->max_piece_len) return;
+    memcpy(w->scratch, pa, la);
+    memcpy(w->scratch + la, pb, lb);
+    int32_t id = tok_find(t, w->scratch, la + lb);
+    if (id >= 0) heap_push(w, (cand){-(double)t->s.scores[id], a, l, r, id});
+}
+
+/* Appends the initial symbols of one UTF-8 character (or byte) and reports failure on no token. */
+static int add_sym(bpe_work *w, size_t *n, int32_t id) {
+    if (*n == w->syms_cap) {
+        size_t cap = w->syms_cap ? w->syms_cap * 2 : 256;
+        sym *ns = realloc(w->syms, cap * sizeof *ns);
+        if (!ns) return w->oom = 1, 0;
+        w->syms = ns;
+        w->syms_cap = cap;
+    }
+    w->syms[*n] = (sym){id, (int32_t)*n - 1, (int32_t)*n + 1};
+    (*n)++;
     return 1;
+}
+
+/* Tokenizes one word (a piece of text that merges never cross) into out. */
+static etch_status bpe_word(const tok_tokenizer *t, bpe_work *w, const char *s, size_t len, ids_buf *out,
+                            etch_error *err) {
+    if (len == 0) return ETCH_OK;
+    if (t->s.ignore_merges) {
+        int32_t whole = tok_find(t, s, len);
+        if (whole >= 0) {
+            push_id(out, whole);
+            return ETCH_OK;
+        }
+    }
+    size_t n = 0;
+    const uint8_t *u = (const uint8_t *)s;
+    for (size_t i = 0; i < len;) {
+        if (t->s.byte_level) {
+            if (!add_sym(w, &n, t->byte_sym[u[i]])) goto oom;
+            i++;
+            continue;
+        }
+        size_t cl = (size_t)base_utf8_seq_len(u + i, len - i);
+        int32_t id = tok_find(t, s + i, cl);
+        if (id >= 0) {
+            if (!add_sym(w, &n, id)) goto oom;
+        } else if (t->s.byte_fallback && t->byte_id[u[i]] >= 0) {
+            for (size_t j = 0; j < cl; j++) {
+                int32_t b = t->byte_id[u[i + j]];
+                if (b < 0) return base_fail(err, ETCH_ERR_TEXT, "byte 0x%02x has no byte-fallback token", u[i + j]);
+                if (!add_sym(w, &n, b)) goto oom;
+            }
+        } else if (t->s.unk_id >= 0) {
+            /* Consecutive unknown characters fuse into one <unk> (SentencePiece, HF fuse_unk). */
+            if (!(n > 0 && w->syms[n - 1].id == t->s.unk_id) && !add_sym(w, &n, t->s.unk_id)) goto oom;
+        } else {
+            return base_fail(err, ETCH_ERR_TEXT, "character at byte %zu of a word has no token and there is no <unk>", i);
+        }
+        i += cl;
+    }
+    w->syms[n - 1].next = -1;
+    w->heap_n = 0;
+    for (size_t i = 0; i + 1 < n; i++) try_pair(t, w, (int32_t)i, (int32_t)i + 1);
+    while (w->heap_n > 0 && !w->oom) {
+        cand c = heap_pop(w);
+        sym *a = &w->syms[c.pos];
+        if (a->id != c.left || a->next < 0 || w->syms[a->next].id != c.right) continue; /* stale */
+        int32_t b = a->next;
+        a->id = c.merged;
+        a->next = w->syms[b].next;
+        if (a->next >= 0) w->syms[a->next].prev = c.pos;
+        w->syms[b].id = -1;
+        try_pair(t, w, a->prev, c.pos);
+        try_pair(t, w, c.pos, a->next);
+    }
+    if (w->oom) goto oom;
+    for (int32_t i = 0; i >= 0; i = w->syms[i].next) push_id(out, w->syms[i].id);
+    return ETCH_OK;
+oom:
+    return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+}
+
+/* Normalizes, splits and tokenizes text that holds no added token. */
+static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char *s, size_t len, int first,
+                                ids_buf *out, etch_error *err) {
+    if (len == 0) return ETCH_OK;
+    char *norm = NULL;
+    if (t->s.nfc) {
+        utf8proc_uint8_t *dst = NULL;
+        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst,
+                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        if (r < 0) return base_fail(err, ETCH_ERR_TEXT, "NFC normalization failed: %s", utf8proc_errmsg(r));
+        norm = (char *)dst;
+        s = norm;
+        len = (size_t)r;
+    }
+    char *prefixed = NULL;
+    if (t->s.add_dummy_prefix && (first || t->s.match_added)) {
+        /* SentencePiece's dummy prefix (Hugging Face's Prepend("▁") runs on every piece of text
+         * between added tokens; llama2.c's once at the start). */
+        prefixed = malloc(len + 1);
+        if (!prefixed) {
+            free(norm);
+            return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+        }
+        prefixed[0] = ' ';
+        memcpy(prefixed + 1, s, len);
+        s = prefixed;
+        len++;
+    }
+    etch_status st = ETCH_OK;
+    if (t->re) {
+        pcre2_match_data *md = pcre2_match_data_create(4, NULL);
+        if (!md) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+        size_t pos = 0, from = 0;
+        while (!st && from < len) {
+            int rc = pcre2_match((const pcre2_code *)t->re, (PCRE2_SPTR)s, len, from, 0, md, NULL);
+            if (rc == PCRE2_ERROR_NOMATCH) break;
+            if (rc < 0) {
+                st = base_fail(err, ETCH_ERR_TEXT, "split regex failed (PCRE2 error %d)", rc);
+                break;
+            }
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+            size_t ms = ov[0], me = ov[1];
+            if (me == ms) { /* an empty match: step over one character */
+                from = ms + (size_t)base_utf8_seq_len((const uint8_t *)s + ms, len - ms);
+                continue;
+            }
+            if (ms > pos) st = bpe_word(t, w, s + pos, ms - pos, out, err); /* the gap is a word too */
+            if (!st) st = bpe_word(t, w, s + ms, me - ms, out, err);
+            pos = from = me;
+        }
+        if (!st && pos < len) st = bpe_word(t, w, s + pos, len - pos, out, err);
+        pcre2_match_data_free(md);
+    } else {
+        st = bpe_word(t, w, s, len, out, err);
+    }
+    free(prefixed);
+    free(norm);
+    return st;
+}
+
+/* The added token that starts at s[0..n), longest first, or -1. */
+static int32_t match_added_at(const tok_tokenizer *t, const char *s, size_t n) {
+    for (int32_t i = 0; i < t->n_added; i++) {
+        size_t pl;
+        const char *p = piece_of(t, t->added[i], &pl);
+        if (pl <= n && p[0] == s[0] && memcmp(p, s, pl) == 0) return t->added[i];
+    }
+    return -1;
 }
 
 etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids_out,
@@ -126,77 +440,42 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
     size_t bad = base_utf8_check(u, len);
     if (bad != len)
         return base_fail(err, ETCH_ERR_TEXT, "text is not valid UTF-8: bad byte 0x%02x at offset %zu", u[bad], bad);
-    /* At most one token per byte, plus BOS and the dummy prefix. */
-    size_t cap = len + 2;
-    if (cap > (size_t)INT32_MAX) return base_fail(err, ETCH_ERR_ARG, "text of %zu bytes is too long", len);
-    int32_t *ids = malloc(cap * sizeof *ids);
-    float *score = malloc(cap * sizeof *score);   /* score[i]: merging ids[i] with ids[i+1] */
-    int32_t *merge = malloc(cap * sizeof *merge); /* the merged id for that pair */
-    char *scratch = malloc((size_t)t->max_piece_len * 2 + 8);
-    if (!ids || !score || !merge || !scratch) {
-        free(ids), free(score), free(merge), free(scratch);
-        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu tokens", cap);
-    }
-    int32_t n = 0;
-    if (add_bos && t->s.bos_id >= 0) ids[n++] = t->s.bos_id;
-    int32_t first = n;
-    /* Initial tokens: each code point as a piece when it is one, else its bytes. */
-    static const char space = ' ';
-    for (size_t i = 0, k = 0; i < len || (k == 0 && t->s.add_dummy_prefix && len > 0); k++) {
-        const char *cp;
-        size_t cl;
-        if (k == 0 && t->s.add_dummy_prefix && len > 0) {
-            cp = &space;
-            cl = 1;
-        } else {
-            cp = text + i;
-            cl = (size_t)base_utf8_seq_len(u + i, len - i);
-            i += cl;
-        }
-        int32_t id = lookup(t, cp, cl);
-        if (id >= 0) {
-            ids[n++] = id;
+    if (len > (size_t)INT32_MAX / 2) return base_fail(err, ETCH_ERR_ARG, "text of %zu bytes is too long", len);
+    ids_buf out = {0};
+    bpe_work w = {0};
+    w.scratch = malloc((size_t)t->max_piece_len * 2 + 8);
+    if (!w.scratch) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+    if (add_bos && t->s.bos_id >= 0) push_id(&out, t->s.bos_id);
+    etch_status st = ETCH_OK;
+    size_t start = 0;
+    int first = 1;
+    for (size_t i = 0; i < len && !st && t->n_added > 0;) {
+        int32_t id = match_added_at(t, text + i, len - i);
+        if (id < 0) {
+            i++;
             continue;
         }
-        for (size_t j = 0; j < cl; j++) {
-            int32_t bid = t->byte_id[(uint8_t)cp[j]];
-            ids[n++] = bid >= 0 ? bid : t->s.unk_id;
-            if (ids[n - 1] < 0) {
-                free(ids), free(score), free(merge), free(scratch);
-                return base_fail(err, ETCH_ERR_TEXT,
-                                 "byte 0x%02x at offset %zu has no token and the vocabulary has no <unk>",
-                                 (uint8_t)cp[j], i - cl + j);
-            }
-        }
+        st = encode_plain(t, &w, text + start, i - start, first, &out, err);
+        first = 0;
+        push_id(&out, id);
+        size_t pl;
+        piece_of(t, id, &pl);
+        i += pl;
+        start = i;
     }
-    /* Merge the best-scoring adjacent pair until none merges. Pair scores are cached and only the
-     * neighbours of a merge are recomputed: O(n) lookups, O(n^2) comparisons in the worst case. */
-    int32_t m = n - first;
-    int32_t *tk = ids + first;
-    for (int32_t i = 0; i + 1 < m; i++)
-        if (!pair_score(t, tk[i], tk[i + 1], scratch, &score[i], &merge[i])) merge[i] = -1;
-    for (;;) {
-        int32_t best = -1;
-        for (int32_t i = 0; i + 1 < m; i++)
-            if (merge[i] >= 0 && (best < 0 || score[i] > score[best])) best = i;
-        if (best < 0) break;
-        tk[best] = merge[best];
-        /* Token best+1 is gone: tokens and pair entries after it move one place left. */
-        memmove(tk + best + 1, tk + best + 2, (size_t)(m - best - 2) * sizeof *tk);
-        if (m - best - 3 > 0) {
-            memmove(score + best + 1, score + best + 2, (size_t)(m - best - 3) * sizeof *score);
-            memmove(merge + best + 1, merge + best + 2, (size_t)(m - best - 3) * sizeof *merge);
-        }
-        m--;
-        if (best > 0 && !pair_score(t, tk[best - 1], tk[best], scratch, &score[best - 1], &merge[best - 1]))
-            merge[best - 1] = -1;
-        if (best + 1 < m && !pair_score(t, tk[best], tk[best + 1], scratch, &score[best], &merge[best]))
-            merge[best] = -1;
+    if (!st) st = encode_plain(t, &w, text + start, len - start, first, &out, err);
+    free(w.syms);
+    free(w.heap);
+    free(w.scratch);
+    if (!st && out.oom) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+    if (st) {
+        free(out.v);
+        return st;
     }
-    n = first + m;
-    free(score), free(merge), free(scratch);
-    *ids_out = ids;
-    *n_out = n;
+    if (!out.v) out.v = malloc(sizeof *out.v); /* an empty result is still an allocation the caller frees */
+    if (!out.v) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
+    *ids_out = out.v;
+    *n_out = (int32_t)out.n;
     return ETCH_OK;
 }
 
@@ -211,17 +490,17 @@ static const char byte_chars[256] = {
 #undef B4
 };
 
-const char *tok_piece(const tok_tokenizer *t, int32_t prev, int32_t id, size_t *len) {
+const char *tok_piece(const tok_tokenizer *t, int32_t prev, int32_t id, int flags, size_t *len) {
     *len = 0;
     if (id < 0 || id >= t->s.n_vocab) return "";
     uint8_t ty = t->s.types[id];
-    if (ty == TOK_CONTROL) return "";
+    if (ty == TOK_UNUSED || (ty == TOK_CONTROL && (flags & TOK_SKIP_CONTROL))) return "";
     if (ty == TOK_BYTE) {
         *len = 1;
         return &byte_chars[t->byte_val[id]];
     }
     const char *p = piece_of(t, id, len);
-    if (t->s.add_dummy_prefix && (prev < 0 || prev == t->s.bos_id) && *len > 0 && p[0] == ' ') {
+    if (t->s.add_dummy_prefix && ty != TOK_CONTROL && (prev < 0 || prev == t->s.bos_id) && *len > 0 && p[0] == ' ') {
         p++;
         (*len)--;
     }
@@ -292,4 +571,24 @@ size_t tok_utf8_finish(tok_utf8_stream *u, char *out) {
     size_t w = u->n_held > 0 ? put_replacement(out) : 0;
     u->n_held = 0;
     return w;
+}
+
+/* ------------------------------------------------------------------ GPT-2 byte-level alphabet */
+
+/* Printable Latin-1 bytes stand for themselves; the other 68 bytes map to U+0100.. in order. */
+static int byte_is_self(int b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+
+uint32_t tok_byte_to_cp(uint8_t b) {
+    if (byte_is_self(b)) return b;
+    uint32_t k = 0;
+    for (int i = 0; i < b; i++) k += !byte_is_self(i);
+    return 256 + k;
+}
+
+int tok_cp_to_byte(uint32_t cp) {
+    if (cp < 256) return byte_is_self((int)cp) ? (int)cp : -1;
+    uint32_t k = 0;
+    for (int b = 0; b < 256; b++)
+        if (!byte_is_self(b) && 256 + k++ == cp) return b;
+    return -1;
 }

@@ -1,0 +1,830 @@
+/* import: GGUF files (version 2 and 3), read for export and written by `etch synth`.
+ *
+ * Layout: "GGUF", u32 version, u64 tensor count, u64 key-value count, the key-values (string key,
+ * u32 type, value), the tensor infos (string name, u32 n_dims, u64 dims[n_dims] innermost first,
+ * u32 ggml type, u64 offset into the data), padding to general.alignment (32), the data.
+ * Strings are u64 length + bytes; arrays are u32 element type + u64 count + elements. */
+#define _POSIX_C_SOURCE 200809L
+#include "gguf.h"
+
+#include "../kernels/kernels.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { G_U8 = 0, G_I8, G_U16, G_I16, G_U32, G_I32, G_F32, G_BOOL, G_STR, G_ARR, G_U64, G_I64, G_F64 };
+enum { GT_F32 = 0, GT_F16 = 1, GT_Q4_0 = 2, GT_Q8_0 = 8, GT_BF16 = 30 };
+
+static uint64_t g_scalar_size(uint32_t t) {
+    switch (t) {
+    case G_U8: case G_I8: case G_BOOL: return 1;
+    case G_U16: case G_I16: return 2;
+    case G_U32: case G_I32: case G_F32: return 4;
+    case G_U64: case G_I64: case G_F64: return 8;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ reader */
+
+typedef struct gcur {
+    const uint8_t *p;
+    uint64_t pos, end;
+    const char *path;
+    etch_error *err;
+} gcur;
+
+static etch_status g_need(gcur *c, uint64_t n, const char *what) {
+    if (n > c->end - c->pos)
+        return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s at offset %llu runs past the end of the file", c->path, what,
+                         (unsigned long long)c->pos);
+    return ETCH_OK;
+}
+
+static etch_status g_u32(gcur *c, uint32_t *v, const char *what) {
+    etch_status st = g_need(c, 4, what);
+    if (!st) *v = base_le32(c->p + c->pos), c->pos += 4;
+    return st;
+}
+
+static etch_status g_u64(gcur *c, uint64_t *v, const char *what) {
+    etch_status st = g_need(c, 8, what);
+    if (!st) *v = base_le64(c->p + c->pos), c->pos += 8;
+    return st;
+}
+
+static etch_status g_str(gcur *c, gguf_str *s, const char *what) {
+    uint64_t n;
+    etch_status st = g_u64(c, &n, what);
+    if (st) return st;
+    if (n > c->end - c->pos)
+        return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s length %llu at offset %llu runs past the end of the file",
+                         c->path, what, (unsigned long long)n, (unsigned long long)(c->pos - 8));
+    s->s = (const char *)c->p + c->pos;
+    s->n = n;
+    c->pos += n;
+    return ETCH_OK;
+}
+
+/* Skips one value of type t (arrays of arrays included, depth-limited). */
+static etch_status g_skip(gcur *c, uint32_t t, int depth, const char *key) {
+    if (t == G_STR) {
+        gguf_str s;
+        return g_str(c, &s, key);
+    }
+    if (t == G_ARR) {
+        uint32_t et;
+        uint64_t n;
+        etch_status st;
+        if (depth > 2) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' nests arrays too deep", c->path, key);
+        if ((st = g_u32(c, &et, key)) || (st = g_u64(c, &n, key))) return st;
+        uint64_t es = g_scalar_size(et), bytes;
+        if (es) {
+            if (!base_mul_u64(n, es, &bytes) || bytes > c->end - c->pos)
+                return base_fail(c->err, ETCH_ERR_FORMAT, "%s: array '%s' of %llu elements runs past the end of the file",
+                                 c->path, key, (unsigned long long)n);
+            c->pos += bytes;
+            return ETCH_OK;
+        }
+        if (et != G_STR && et != G_ARR) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' has unknown element type %u", c->path, key, et);
+        if (n > (c->end - c->pos) / 8)
+            return base_fail(c->err, ETCH_ERR_FORMAT, "%s: array '%s' of %llu elements runs past the end of the file",
+                             c->path, key, (unsigned long long)n);
+        for (uint64_t i = 0; i < n; i++)
+            if ((st = g_skip(c, et, depth + 1, key))) return st;
+        return ETCH_OK;
+    }
+    uint64_t es = g_scalar_size(t);
+    if (!es) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' has unknown value type %u", c->path, key, t);
+    etch_status st = g_need(c, es, key);
+    if (!st) c->pos += es;
+    return st;
+}
+
+static uint64_t g_tensor_bytes(uint32_t type, uint64_t count, uint64_t ne0, int *ok) {
+    *ok = 1;
+    switch (type) {
+    case GT_F32: return count * 4;
+    case GT_F16: case GT_BF16: return count * 2;
+    case GT_Q8_0: *ok = ne0 % 32 == 0; return count / 32 * 34;
+    case GT_Q4_0: *ok = ne0 % 32 == 0; return count / 32 * 18;
+    }
+    *ok = 0;
+    return 0;
+}
+
+static const char *g_type_name(uint32_t t) {
+    switch (t) {
+    case GT_F32: return "F32";
+    case GT_F16: return "F16";
+    case GT_BF16: return "BF16";
+    case GT_Q8_0: return "Q8_0";
+    case GT_Q4_0: return "Q4_0";
+    case 3: return "Q4_1";
+    case 6: return "Q5_0";
+    case 7: return "Q5_1";
+    case 10: return "Q2_K";
+    case 11: return "Q3_K";
+    case 12: return "Q4_K";
+    case 13: return "Q5_K";
+    case 14: return "Q6_K";
+    }
+    return "an unknown type";
+}
+
+etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
+    memset(g, 0, sizeof *g);
+    etch_status st = base_map_open(path, &g->map, err);
+    if (st) return st;
+    g->path = path;
+    gcur c = {g->map.data, 0, g->map.size, path, err};
+    uint32_t magic = 0;
+    uint64_t n_tensors, n_kv;
+    if (g->map.size < 24 || memcmp(g->map.data, "GGUF", 4) != 0) {
+        st = base_fail(err, ETCH_ERR_FORMAT, "%s: not a GGUF file (bad magic)", path);
+        goto fail;
+    }
+    c.pos = 4;
+    (void)magic;
+    if ((st = g_u32(&c, &g->version, "version"))) goto fail;
+    if (g->version != 2 && g->version != 3) {
+        st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (2, 3)", path, g->version);
+        goto fail;
+    }
+    if ((st = g_u64(&c, &n_tensors, "tensor count")) || (st = g_u64(&c, &n_kv, "key-value count"))) goto fail;
+    /* Each key-value takes at least 12 bytes, each tensor info at least 24: bound the counts. */
+    if (n_kv > (c.end - c.pos) / 12 || n_tensors > (c.end - c.pos) / 24) {
+        st = base_fail(err, ETCH_ERR_FORMAT, "%s: %llu key-values and %llu tensors cannot fit in %llu bytes", path,
+                       (unsigned long long)n_kv, (unsigned long long)n_tensors, (unsigned long long)g->map.size);
+        goto fail;
+    }
+    g->kv = calloc(n_kv ? n_kv : 1, sizeof *g->kv);
+    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    if (!g->kv || !g->tensors) {
+        st = base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    uint32_t alignment = 32;
+    for (uint64_t i = 0; i < n_kv; i++) {
+        gguf_kv *kv = &g->kv[i];
+        if ((st = g_str(&c, &kv->key, "key")) || (st = g_u32(&c, &kv->type, "value type"))) goto fail;
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(kv->key.n < 100 ? kv->key.n : 100), kv->key.s);
+        kv->value = c.p + c.pos;
+        if ((st = g_skip(&c, kv->type, 0, key))) goto fail;
+        kv->value_end = c.p + c.pos;
+        g->n_kv++;
+        if (!strcmp(key, "general.alignment")) {
+            if (kv->type != G_U32 || base_le32(kv->value) == 0 || base_le32(kv->value) > 4096 ||
+                (base_le32(kv->value) & (base_le32(kv->value) - 1))) {
+                st = base_fail(err, ETCH_ERR_FORMAT, "%s: general.alignment must be a power of two up to 4096", path);
+                goto fail;
+            }
+            alignment = base_le32(kv->value);
+        }
+    }
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        gguf_tensor *t = &g->tensors[i];
+        uint32_t nd;
+        if ((st = g_str(&c, &t->name, "tensor name")) || (st = g_u32(&c, &nd, "n_dims"))) goto fail;
+        if (nd < 1 || nd > 4) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%.*s' has %u dimensions", path, (int)t->name.n, t->name.s, nd);
+            goto fail;
+        }
+        t->n_dims = nd;
+        for (uint32_t d = 0; d < nd; d++)
+            if ((st = g_u64(&c, &t->ne[d], "dim"))) goto fail;
+        if ((st = g_u32(&c, &t->type, "tensor type")) || (st = g_u64(&c, &t->offset, "tensor offset"))) goto fail;
+        g->n_tensors++;
+    }
+    g->data_offset = (c.pos + alignment - 1) / alignment * alignment;
+    if (g->data_offset > g->map.size) {
+        st = base_fail(err, ETCH_ERR_FORMAT, "%s: truncated before the tensor data", path);
+        goto fail;
+    }
+    uint64_t data_size = g->map.size - g->data_offset;
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        gguf_tensor *t = &g->tensors[i];
+        uint64_t count = 1;
+        int ok = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            if (t->ne[d] == 0 || !base_mul_u64(count, t->ne[d], &count)) ok = 0;
+        uint64_t bytes = ok ? g_tensor_bytes(t->type, count, t->ne[0], &ok) : 0, end;
+        if (!ok && t->type != GT_F32 && t->type != GT_F16 && t->type != GT_BF16 && t->type != GT_Q8_0 && t->type != GT_Q4_0) {
+            /* An unsupported type is reported by name only if the tensor is used (gguf_tensor_data). */
+            t->bytes = 0;
+            t->data = NULL;
+            continue;
+        }
+        if (!ok || count > (1ull << 40) || t->offset % alignment || !base_add_u64(t->offset, bytes, &end) || end > data_size) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%.*s' (%s, %llu bytes at %llu) has a bad shape or lies past the "
+                           "data (%llu bytes)", path, (int)t->name.n, t->name.s, g_type_name(t->type),
+                           (unsigned long long)bytes, (unsigned long long)t->offset, (unsigned long long)data_size);
+            goto fail;
+        }
+        t->bytes = bytes;
+        t->data = g->map.data + g->data_offset + t->offset;
+    }
+    return ETCH_OK;
+fail:
+    gguf_close(g);
+    return st;
+}
+
+void gguf_close(gguf_file *g) {
+    if (!g) return;
+    base_map_close(&g->map);
+    free(g->kv);
+    free(g->tensors);
+    memset(g, 0, sizeof *g);
+}
+
+const gguf_kv *gguf_find(const gguf_file *g, const char *key) {
+    size_t n = strlen(key);
+    for (uint64_t i = 0; i < g->n_kv; i++)
+        if (g->kv[i].key.n == n && !memcmp(g->kv[i].key.s, key, n)) return &g->kv[i];
+    return NULL;
+}
+
+const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name) {
+    size_t n = strlen(name);
+    for (uint64_t i = 0; i < g->n_tensors; i++)
+        if (g->tensors[i].name.n == n && !memcmp(g->tensors[i].name.s, name, n)) return &g->tensors[i];
+    return NULL;
+}
+
+/* Integer of any integer type (or bool). */
+int gguf_int(const gguf_file *g, const char *key, int64_t *v) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!kv) return 0;
+    const uint8_t *p = kv->value;
+    switch (kv->type) {
+    case G_U8: case G_BOOL: *v = p[0]; return 1;
+    case G_I8: *v = (int8_t)p[0]; return 1;
+    case G_U16: *v = (uint16_t)(p[0] | p[1] << 8); return 1;
+    case G_I16: *v = (int16_t)(p[0] | p[1] << 8); return 1;
+    case G_U32: *v = base_le32(p); return 1;
+    case G_I32: *v = (int32_t)base_le32(p); return 1;
+    case G_U64: *v = (int64_t)base_le64(p); return 1;
+    case G_I64: *v = (int64_t)base_le64(p); return 1;
+    }
+    return 0;
+}
+
+int gguf_float(const gguf_file *g, const char *key, double *v) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!kv) return 0;
+    if (kv->type == G_F32) {
+        uint32_t b = base_le32(kv->value);
+        float f;
+        memcpy(&f, &b, 4);
+        *v = f;
+        return 1;
+    }
+    if (kv->type == G_F64) {
+        uint64_t b = base_le64(kv->value);
+        memcpy(v, &b, 8);
+        return 1;
+    }
+    int64_t i;
+    if (gguf_int(g, key, &i)) return *v = (double)i, 1;
+    return 0;
+}
+
+int gguf_string(const gguf_file *g, const char *key, gguf_str *s) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!kv || kv->type != G_STR) return 0;
+    s->n = base_le64(kv->value);
+    s->s = (const char *)kv->value + 8;
+    return 1;
+}
+
+int gguf_array(const gguf_file *g, const char *key, uint32_t *elem_type, uint64_t *count, const uint8_t **first) {
+    const gguf_kv *kv = gguf_find(g, key);
+    if (!kv || kv->type != G_ARR) return 0;
+    *elem_type = base_le32(kv->value);
+    *count = base_le64(kv->value + 4);
+    *first = kv->value + 12;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ import */
+
+/* The Qwen2 and Llama 3 split regexes, as llama.cpp names them in tokenizer.ggml.pre. */
+static const char qwen2_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char llama3_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char gpt2_regex[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char smollm_regex[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+
+/* Appends the raw bytes of a GGUF token: byte-level text decoded (gpt2), U+2581 as a space (llama). */
+static int raw_token(const char *s, uint64_t n, int byte_level, char *out, uint64_t *len) {
+    uint64_t w = 0;
+    const uint8_t *u = (const uint8_t *)s;
+    for (uint64_t i = 0; i < n;) {
+        int l = base_utf8_seq_len(u + i, (size_t)(n - i));
+        if (l == 0) return 0;
+        if (byte_level) {
+            uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
+                                        : l == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu) : 0x110000;
+            int b = tok_cp_to_byte(cp);
+            if (b < 0) return 0;
+            out[w++] = (char)b;
+        } else if (l == 3 && u[i] == 0xE2 && u[i + 1] == 0x96 && u[i + 2] == 0x81) {
+            out[w++] = ' ';
+        } else {
+            memcpy(out + w, s + i, (size_t)l);
+            w += (uint64_t)l;
+        }
+        i += (uint64_t)l;
+    }
+    *len = w;
+    return 1;
+}
+
+static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_error *err) {
+    const char *path = g->path;
+    gguf_str model;
+    if (!gguf_string(g, "tokenizer.ggml.model", &model))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.model is missing", path);
+    int gpt2 = model.n == 4 && !memcmp(model.s, "gpt2", 4), llama = model.n == 5 && !memcmp(model.s, "llama", 5);
+    if (!gpt2 && !llama)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not supported (llama, gpt2)", path,
+                         (int)model.n, model.s);
+    uint32_t et;
+    uint64_t n;
+    const uint8_t *p;
+    if (!gguf_array(g, "tokenizer.ggml.tokens", &et, &n, &p) || et != G_STR || n < 1 || n > (1 << 24))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing or not a string array", path);
+    int32_t nv = (int32_t)n;
+    m->vocab_size = nv;
+    m->tok_offsets = malloc(((size_t)nv + 1) * sizeof *m->tok_offsets);
+    m->tok_types = malloc((size_t)nv);
+    m->tok_scores = calloc((size_t)nv, sizeof *m->tok_scores);
+    uint64_t blob_cap = 1 << 20;
+    m->tok_blob = malloc(blob_cap);
+    if (!m->tok_offsets || !m->tok_types || !m->tok_scores || !m->tok_blob) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    /* Types first: they decide how a token's text is read. */
+    const uint8_t *tp = NULL;
+    uint32_t tt;
+    uint64_t tn;
+    if (gguf_array(g, "tokenizer.ggml.token_type", &tt, &tn, &tp) && (tn != n || (tt != G_I32 && tt != G_U32)))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.token_type has %llu entries for %llu tokens", path,
+                         (unsigned long long)tn, (unsigned long long)n);
+    const uint8_t *sp = NULL;
+    uint32_t st_;
+    uint64_t sn;
+    if (gguf_array(g, "tokenizer.ggml.scores", &st_, &sn, &sp) && (sn != n || st_ != G_F32))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.scores has %llu entries for %llu tokens", path,
+                         (unsigned long long)sn, (unsigned long long)n);
+    if (llama && !sp) return base_fail(err, ETCH_ERR_FORMAT, "%s: a llama tokenizer needs tokenizer.ggml.scores", path);
+    uint64_t at = 0; /* strings were bounds-checked by gguf_open */
+    const uint8_t *q = p;
+    for (int32_t i = 0; i < nv; i++) {
+        uint64_t len = base_le64(q);
+        const char *s = (const char *)q + 8;
+        q += 8 + len;
+        int32_t type = tp ? (int32_t)base_le32(tp + 4 * (size_t)i) : TOK_NORMAL;
+        if (type < TOK_NORMAL || type > TOK_BYTE) type = TOK_NORMAL;
+        m->tok_types[i] = (uint8_t)type;
+        if (sp) {
+            uint32_t b = base_le32(sp + 4 * (size_t)i);
+            memcpy(&m->tok_scores[i], &b, 4);
+        }
+        while (at + len + 8 > blob_cap) {
+            char *nb = realloc(m->tok_blob, blob_cap *= 2);
+            if (!nb) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+            m->tok_blob = nb;
+        }
+        m->tok_offsets[i] = (int32_t)at;
+        uint64_t w = len;
+        if (type == TOK_NORMAL || (type == TOK_USER && llama)) {
+            if (!raw_token(s, len, gpt2, m->tok_blob + at, &w))
+                return base_fail(err, ETCH_ERR_FORMAT, "%s: token %d '%.*s' is not valid %s", path, i, (int)(len < 40 ? len : 40),
+                                 s, gpt2 ? "byte-level text" : "UTF-8");
+        } else {
+            memcpy(m->tok_blob + at, s, (size_t)len);
+        }
+        at += w;
+        if (at > INT32_MAX) return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: vocabulary text over 2 GiB", path);
+    }
+    m->tok_offsets[nv] = (int32_t)at;
+    m->tok_blob_size = at;
+    int64_t v;
+    m->bos_id = gguf_int(g, "tokenizer.ggml.bos_token_id", &v) && v >= 0 && v < nv ? (int32_t)v : -1;
+    m->unk_id = gguf_int(g, "tokenizer.ggml.unknown_token_id", &v) && v >= 0 && v < nv ? (int32_t)v : -1;
+    int64_t add_bos = llama;
+    gguf_int(g, "tokenizer.ggml.add_bos_token", &add_bos);
+    if (!add_bos) m->bos_id = -1;
+    static const char *eos_keys[] = {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"};
+    for (size_t k = 0; k < 3; k++)
+        if (gguf_int(g, eos_keys[k], &v) && v >= 0 && v < nv) {
+            int dup = 0;
+            for (int i = 0; i < m->n_eos; i++) dup |= m->eos_ids[i] == (int32_t)v;
+            if (!dup) m->eos_ids[m->n_eos++] = (int32_t)v;
+        }
+    m->tok_match_added = 1;
+    if (llama) {
+        int64_t space = 1;
+        gguf_int(g, "tokenizer.ggml.add_space_prefix", &space);
+        m->add_dummy_prefix = space != 0;
+        m->tok_model = TOK_MODEL_SCORES;
+        m->tok_byte_fallback = 1;
+        return ETCH_OK;
+    }
+    /* gpt2: byte-level BPE with merges and a named split regex. */
+    m->tok_model = TOK_MODEL_MERGES;
+    m->tok_byte_level = 1;
+    gguf_str pre = {"default", 7};
+    gguf_string(g, "tokenizer.ggml.pre", &pre);
+    const char *regex = NULL;
+#define PRE(name) (pre.n == strlen(name) && !memcmp(pre.s, name, pre.n))
+    if (PRE("qwen2")) regex = qwen2_regex, m->tok_nfc = 1;
+    else if (PRE("llama-bpe") || PRE("llama3")) regex = llama3_regex, m->tok_ignore_merges = 1;
+    else if (PRE("smollm")) regex = smollm_regex;
+    else if (PRE("default") || PRE("gpt-2") || PRE("gpt2")) regex = gpt2_regex;
+#undef PRE
+    if (!regex)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%.*s' is not supported (qwen2, llama-bpe, smollm, "
+                         "default)", path, (int)pre.n, pre.s);
+    if (!(m->tok_pretok = strdup(regex))) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    uint32_t mt;
+    uint64_t mn;
+    const uint8_t *mp;
+    if (!gguf_array(g, "tokenizer.ggml.merges", &mt, &mn, &mp) || mt != G_STR || mn > (1 << 24))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.merges is missing", path);
+    tok_tokenizer look;
+    tok_spec spec;
+    imp_tok_spec(m, &spec);
+    spec.pretok = NULL;
+    spec.byte_level = 0;
+    etch_status st = tok_init(&look, &spec, path, err);
+    if (st) return st;
+    m->tok_merges = malloc((size_t)(mn ? mn : 1) * 3 * sizeof *m->tok_merges);
+    char *buf = malloc((size_t)look.max_piece_len * 4 + 64);
+    if (!m->tok_merges || !buf) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    q = mp;
+    for (uint64_t k = 0; k < mn && !st; k++) {
+        uint64_t len = base_le64(q);
+        const char *s = (const char *)q + 8;
+        q += 8 + len;
+        const char *sp_at = len > 1 ? memchr(s + 1, ' ', (size_t)len - 1) : NULL;
+        uint64_t la = 0, lb = 0;
+        int ok = sp_at && (uint64_t)(sp_at - s) <= (uint64_t)look.max_piece_len * 2 &&
+                 len - (uint64_t)(sp_at - s) - 1 <= (uint64_t)look.max_piece_len * 2 &&
+                 raw_token(s, (uint64_t)(sp_at - s), 1, buf, &la) &&
+                 raw_token(sp_at + 1, len - (uint64_t)(sp_at - s) - 1, 1, buf + la, &lb);
+        int32_t a = ok ? tok_find(&look, buf, la) : -1, b = ok ? tok_find(&look, buf + la, lb) : -1;
+        int32_t c = a >= 0 && b >= 0 ? tok_find(&look, buf, la + lb) : -1;
+        if (c < 0)
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: merge %llu '%.*s' names a piece not in the vocabulary", path,
+                           (unsigned long long)k, (int)(len < 60 ? len : 60), s);
+        m->tok_merges[3 * k] = a, m->tok_merges[3 * k + 1] = b, m->tok_merges[3 * k + 2] = c;
+    }
+    m->tok_n_merges = st ? 0 : (int32_t)mn;
+    free(buf);
+    tok_free(&look);
+    return st;
+}
+
+static etch_status need_key_int(const gguf_file *g, const char *arch, const char *suffix, int64_t lo, int64_t hi,
+                                int32_t *out, int32_t dflt, int required, etch_error *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    int64_t v;
+    if (!gguf_int(g, key, &v)) {
+        if (required) return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' is missing", g->path, key);
+        *out = dflt;
+        return ETCH_OK;
+    }
+    if (v < lo || v > hi) return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' = %lld is outside %lld..%lld", g->path, key,
+                                           (long long)v, (long long)lo, (long long)hi);
+    *out = (int32_t)v;
+    return ETCH_OK;
+}
+
+etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_error *err) {
+    memset(m, 0, sizeof *m);
+    gguf_file *g = calloc(1, sizeof *g);
+    if (!g) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    etch_status st = gguf_open(path, g, err);
+    if (st) {
+        free(g);
+        return st;
+    }
+    snprintf(m->source, sizeof m->source, "GGUF %s", path);
+    gguf_str arch_s;
+    char arch[32] = "";
+    if (gguf_string(g, "general.architecture", &arch_s)) snprintf(arch, sizeof arch, "%.*s", (int)(arch_s.n < 31 ? arch_s.n : 31), arch_s.s);
+    if (!tokenizer_only) {
+        if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3")) {
+            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen2, qwen3)", path,
+                           arch[0] ? arch : "(general.architecture missing)");
+            goto done;
+        }
+        snprintf(m->model_type, sizeof m->model_type, "%s", arch);
+        const int64_t big = 1 << 20;
+        if ((st = need_key_int(g, arch, "embedding_length", 1, big, &m->dim, 0, 1, err)) ||
+            (st = need_key_int(g, arch, "feed_forward_length", 1, big, &m->hidden_dim, 0, 1, err)) ||
+            (st = need_key_int(g, arch, "block_count", 1, 4096, &m->n_layers, 0, 1, err)) ||
+            (st = need_key_int(g, arch, "attention.head_count", 1, 4096, &m->n_heads, 0, 1, err)) ||
+            (st = need_key_int(g, arch, "attention.head_count_kv", 1, 4096, &m->n_kv_heads, m->n_heads, 0, err)) ||
+            (st = need_key_int(g, arch, "context_length", 1, 1 << 24, &m->context_len, 2048, 0, err)))
+            goto done;
+        if ((st = need_key_int(g, arch, "attention.key_length", 2, 4096, &m->head_dim, m->dim / m->n_heads, 0, err)))
+            goto done;
+        char key[128];
+        double d;
+        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+        m->norm_eps = gguf_float(g, key, &d) && d > 0 && d < 1 ? (float)d : 1e-5f;
+        snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+        m->rope_base = gguf_float(g, key, &d) && d > 0 ? (float)d : 10000.0f;
+        if (m->head_dim % 2 || m->n_heads % m->n_kv_heads) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: head_dim %d must be even and head_count a multiple of head_count_kv", path,
+                           m->head_dim);
+            goto done;
+        }
+        /* llama.cpp stores llama weights with Q and K rows permuted for adjacent-pair RoPE; Qwen keeps
+         * Hugging Face's half-split pairs (NEOX). */
+        m->rope_style = !strcmp(arch, "llama") ? "adjacent" : "half";
+        m->qkv_bias = !strcmp(arch, "qwen2");
+        m->qk_norm = !strcmp(arch, "qwen3");
+    }
+    if ((st = read_gguf_tokenizer(g, m, err))) goto done;
+    gguf_str tpl;
+    if (gguf_string(g, "tokenizer.chat_template", &tpl)) {
+        char *j = strndup(tpl.s, (size_t)tpl.n);
+        const char *kind = j ? imp_recognize_template(j) : "";
+        snprintf(m->chat_template, sizeof m->chat_template, "%s", kind ? kind : "?");
+        free(j);
+    }
+    if (tokenizer_only) goto done;
+
+    /* Weights. GGUF dims are innermost first: a matrix [ne0 = in, ne1 = out] is [out, in] row-major. */
+    int any_quant = 0, src_dtype = -1;
+    for (uint64_t i = 0; i < g->n_tensors && !st; i++) {
+        const gguf_tensor *t = &g->tensors[i];
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.n < 95 ? t->name.n : 95), t->name.s);
+        if (!strcmp(name, "rope_freqs.weight")) continue; /* handled below */
+        int matrix = t->n_dims == 2;
+        if (t->n_dims > 2 || (t->n_dims == 2 && t->ne[0] > (1u << 24))) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' has %u dimensions", path, name, t->n_dims);
+            break;
+        }
+        if (!t->data) {
+            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tensor '%s' is of type %s (F32, F16, BF16, Q8_0, Q4_0 supported)",
+                           path, name, g_type_name(t->type));
+            break;
+        }
+        int type = t->type == GT_F32 ? IMP_F32 : t->type == GT_F16 ? IMP_F16 : t->type == GT_BF16 ? IMP_BF16
+                 : t->type == GT_Q8_0 ? IMP_Q8_0 : IMP_Q4_0;
+        if (type == IMP_F32 && (uintptr_t)t->data % 4) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is misaligned", path, name);
+            break;
+        }
+        if (matrix) {
+            any_quant |= type == IMP_Q8_0 || type == IMP_Q4_0;
+            if (src_dtype < 0 || type == IMP_F32) src_dtype = type;
+        }
+        if (!imp_add_tensor(m, name, type, t->data, matrix ? t->ne[1] : t->ne[0], matrix ? t->ne[0] : 0, matrix))
+            st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    }
+    if (st) goto done;
+    m->source_dtype = any_quant || src_dtype < 0 ? IMP_F16 : src_dtype;
+    const gguf_tensor *tok = gguf_find_tensor(g, "token_embd.weight");
+    int64_t vocab_rows = tok && tok->n_dims == 2 ? (int64_t)tok->ne[1] : m->vocab_size;
+    if (vocab_rows < m->vocab_size) {
+        st = base_fail(err, ETCH_ERR_FORMAT, "%s: token_embd.weight has %lld rows for %d tokens", path, (long long)vocab_rows,
+                       m->vocab_size);
+        goto done;
+    }
+    if (vocab_rows > m->vocab_size) { /* rows past the tokenizer: unused pieces */
+        int32_t *no = realloc(m->tok_offsets, ((size_t)vocab_rows + 1) * sizeof *no);
+        uint8_t *nt = realloc(m->tok_types, (size_t)vocab_rows);
+        float *ns = realloc(m->tok_scores, (size_t)vocab_rows * sizeof *ns);
+        if (no) m->tok_offsets = no;
+        if (nt) m->tok_types = nt;
+        if (ns) m->tok_scores = ns;
+        if (!no || !nt || !ns) {
+            st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int64_t i = m->vocab_size; i < vocab_rows; i++)
+            m->tok_offsets[i + 1] = m->tok_offsets[m->vocab_size], m->tok_types[i] = TOK_UNUSED, m->tok_scores[i] = 0;
+        m->vocab_size = (int32_t)vocab_rows;
+    }
+    m->tied_embeddings = gguf_find_tensor(g, "output.weight") == NULL;
+    const gguf_tensor *rf = gguf_find_tensor(g, "rope_freqs.weight");
+    if (rf) {
+        st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_freqs.weight (Llama 3 rope scaling in GGUF) is not supported yet; "
+                       "export from the Hugging Face folder", path);
+        goto done;
+    }
+    /* The mapping stays open: the tensors borrow from it. */
+    m->maps[0] = g->map;
+    m->n_maps = 1;
+    g->map.data = NULL;
+    g->map.size = 0;
+done:
+    gguf_close(g);
+    free(g);
+    if (st) imp_model_free(m);
+    return st;
+}
+
+etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt, etch_error *err) {
+    base_clear(err);
+    if (!path || !out_path) return base_fail(err, ETCH_ERR_ARG, "etch_export_gguf: a path is NULL");
+    imp_model m;
+    etch_status st = imp_gguf(path, &m, 0, err);
+    if (st) return st;
+    if (!strcmp(m.chat_template, "?") && !(opt && opt->chat_template)) {
+        imp_model_free(&m);
+        return base_fail(err, ETCH_ERR_UNSUPPORTED,
+                         "%s: tokenizer.chat_template is not one etch recognizes (qwen3, chatml, llama3, llama2): pass "
+                         "--chat-template NAME or --chat-template none", path);
+    }
+    st = imp_export(&m, out_path, opt, err);
+    imp_model_free(&m);
+    return st;
+}
+
+/* ------------------------------------------------------------------ writer */
+
+typedef struct gw {
+    FILE *f;
+    int failed;
+} gw;
+
+static void w_bytes(gw *w, const void *p, size_t n) {
+    if (!w->failed && n && fwrite(p, 1, n, w->f) != n) w->failed = 1;
+}
+static void w_u32(gw *w, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    w_bytes(w, b, 4);
+}
+static void w_u64(gw *w, uint64_t v) {
+    w_u32(w, (uint32_t)v);
+    w_u32(w, (uint32_t)(v >> 32));
+}
+static void w_str(gw *w, const char *s, size_t n) {
+    w_u64(w, n);
+    w_bytes(w, s, n);
+}
+static void w_key(gw *w, const char *k, uint32_t type) {
+    w_str(w, k, strlen(k));
+    w_u32(w, type);
+}
+
+void gguf_kv_str(gguf_writer *g, const char *key, const char *v) {
+    gw *w = g->w;
+    w_key(w, key, G_STR);
+    w_str(w, v, strlen(v));
+    g->n_kv++;
+}
+void gguf_kv_u32(gguf_writer *g, const char *key, uint32_t v) {
+    w_key(g->w, key, G_U32);
+    w_u32(g->w, v);
+    g->n_kv++;
+}
+void gguf_kv_f32(gguf_writer *g, const char *key, float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    w_key(g->w, key, G_F32);
+    w_u32(g->w, b);
+    g->n_kv++;
+}
+void gguf_kv_bool(gguf_writer *g, const char *key, int v) {
+    uint8_t b = v != 0;
+    w_key(g->w, key, G_BOOL);
+    w_bytes(g->w, &b, 1);
+    g->n_kv++;
+}
+void gguf_kv_arr_begin(gguf_writer *g, const char *key, int elem_type, uint64_t count) {
+    w_key(g->w, key, G_ARR);
+    w_u32(g->w, (uint32_t)elem_type);
+    w_u64(g->w, count);
+    g->n_kv++;
+}
+void gguf_arr_str(gguf_writer *g, const char *s, size_t n) { w_str(g->w, s, n); }
+void gguf_arr_i32(gguf_writer *g, int32_t v) { w_u32(g->w, (uint32_t)v); }
+void gguf_arr_f32(gguf_writer *g, float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    w_u32(g->w, b);
+}
+
+/* Quantizes one 32-value block as GGML does (Q8_0: scale max|x|/127; Q4_0: scale from the value of
+ * largest magnitude over -8, nibbles offset by 8). */
+static void quant_block(int type, const float *x, uint8_t *out) {
+    if (type == GGUF_Q8_0) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        uint16_t h = kern_f32_to_f16(d);
+        memcpy(out, &h, 2);
+        for (int i = 0; i < 32; i++) out[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
+    } else {
+        float amax = 0, max = 0;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+        float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+        uint16_t h = kern_f32_to_f16(d);
+        memcpy(out, &h, 2);
+        for (int i = 0; i < 16; i++) {
+            int a = (int)(x[i] * id + 8.5f), b = (int)(x[16 + i] * id + 8.5f);
+            a = a < 0 ? 0 : a > 15 ? 15 : a;
+            b = b < 0 ? 0 : b > 15 ? 15 : b;
+            out[2 + i] = (uint8_t)(a | b << 4);
+        }
+    }
+}
+
+static uint64_t type_bytes(int type, uint64_t count) {
+    return type == GGUF_F32 ? count * 4 : type == GGUF_F16 || type == GGUF_BF16 ? count * 2
+         : type == GGUF_Q8_0 ? count / 32 * 34 : count / 32 * 18;
+}
+
+etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_kv, uint64_t n_tensors, etch_error *err) {
+    memset(g, 0, sizeof *g);
+    g->w = calloc(1, sizeof(gw));
+    if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    gw *w = g->w;
+    w->f = fopen(path, "wb");
+    if (!w->f) {
+        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        free(w);
+        g->w = NULL;
+        return st;
+    }
+    g->path = path;
+    w_bytes(w, "GGUF", 4);
+    w_u32(w, 3);
+    w_u64(w, n_tensors);
+    w_u64(w, n_kv);
+    g->want_kv = n_kv;
+    return ETCH_OK;
+}
+
+void gguf_tensor_info(gguf_writer *g, const char *name, int type, uint64_t rows, uint64_t cols) {
+    gw *w = g->w;
+    w_str(w, name, strlen(name));
+    w_u32(w, cols ? 2 : 1);
+    if (cols) {
+        w_u64(w, cols);
+        w_u64(w, rows);
+    } else {
+        w_u64(w, rows);
+    }
+    w_u32(w, (uint32_t)type);
+    w_u64(w, g->data_size);
+    g->data_size = (g->data_size + type_bytes(type, rows * (cols ? cols : 1)) + 31) / 32 * 32;
+}
+
+void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) {
+    gw *w = g->w;
+    if (!g->data_started) { /* pad the header to the 32-byte alignment */
+        long pos = ftell(w->f);
+        static const uint8_t zero[32] = {0};
+        if (pos < 0) w->failed = 1;
+        else w_bytes(w, zero, (size_t)((32 - pos % 32) % 32));
+        g->data_started = 1;
+    }
+    uint8_t buf[68];
+    for (uint64_t i = 0; i < count;) {
+        if (type == GGUF_F32) {
+            w_bytes(w, x + i, 4);
+            i++;
+        } else if (type == GGUF_F16 || type == GGUF_BF16) {
+            uint16_t h = type == GGUF_F16 ? kern_f32_to_f16(x[i]) : kern_f32_to_bf16(x[i]);
+            w_bytes(w, &h, 2);
+            i++;
+        } else {
+            quant_block(type, x + i, buf);
+            w_bytes(w, buf, type == GGUF_Q8_0 ? 34 : 18);
+            i += 32;
+        }
+    }
+    uint64_t bytes = type_bytes(type, count);
+    static const uint8_t zero[32] = {0};
+    w_bytes(w, zero, (size_t)((32 - bytes % 32) % 32));
+}
+
+etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
+    gw *w = g->w;
+    if (!w) return base_fail(err, ETCH_ERR_IO, "gguf writer not open");
+    int failed = w->failed || g->n_kv != g->want_kv;
+    if (fclose(w->f) != 0) failed = 1;
+    free(w);
+    g->w = NULL;
+    if (failed) {
+        remove(g->path);
+        return base_fail(err, ETCH_ERR_IO, "%s: write failed", g->path);
+    }
+    return ETCH_OK;
+}
