@@ -86,7 +86,9 @@ typedef struct etch_method_meta {
     const char *arch;             /* "llama" */
     const char *dtype;            /* "f32" */
     const char *rope_style;       /* "adjacent" (pairs x[2i], x[2i+1]) or "half" (x[i], x[i+d/2]) */
-    const char *tokenizer;        /* "sp-bpe" (score-ranked SentencePiece-style BPE) */
+    const char *tokenizer;        /* "sp-bpe" (score-ranked SentencePiece-style BPE) or "bpe" (merge-ranked) */
+    const char *model_type;       /* what the source called the architecture: "llama", "qwen2", "qwen3" */
+    const char *chat_template;    /* "" (none), "chatml", "qwen3", "llama3", "llama2" */
 } etch_method_meta;
 
 /* Opens a program file: maps it, checks header, metadata and tensor directory (checksum, bounds,
@@ -135,7 +137,7 @@ int etch_program_metadata_text(const etch_program *p, int32_t i, char *buf, size
 /* ---------------------------------------------------------------- export */
 
 typedef struct etch_export_options {
-    int32_t max_context_len; /* 0: the model's own context length */
+    int32_t max_context_len; /* 0: the model's own context length; -N: the model's, at most N */
     int32_t max_seq_len;     /* 0: the default, 128; 1: a static program (one token per call).
                                 Clamped to max_context_len. */
     const char *dtype;       /* "f32", "f16", "bf16", or NULL: the source's (f16 for quantized GGUF) */
@@ -159,6 +161,25 @@ etch_status etch_export_hf(const char *dir, const char *out_path, const etch_exp
  * qwen2, qwen3) with the tokenizer it carries. */
 etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
                              etch_error *err);
+
+/* ---------------------------------------------------------------- synthetic models */
+
+/* A model with seeded random weights (matrices N(0, std), norms 1 + N(0, std), biases N(0, std)) in
+ * a real model's shapes or any other, with a real tokenizer, written as a Hugging Face folder or a
+ * GGUF file that llama.cpp loads. The same options give the same bytes. */
+typedef struct etch_synth_options {
+    const char *arch;       /* "llama", "qwen2", "qwen3" */
+    const char *preset;     /* NULL, "qwen3-0.6b", "llama-3.2-1b", "tiny" */
+    int32_t layers, dim, hidden_dim, heads, kv_heads, head_dim, context_len; /* 0: the preset's */
+    uint64_t seed;
+    float std;              /* 0: 0.02 */
+    const char *tokenizer;  /* a tokenizer.json (tokenizer_config.json beside it is copied too) */
+    const char *format;     /* "hf" or "gguf" */
+    const char *dtype;      /* "f32", "f16", "bf16"; GGUF also "q8_0", "q4_0" */
+} etch_synth_options;
+
+/* Writes the model at out_path (a folder for "hf", a file for "gguf"). */
+etch_status etch_synth(const etch_synth_options *opt, const char *out_path, etch_error *err);
 
 /* ---------------------------------------------------------------- tokenizer sources */
 
@@ -203,6 +224,21 @@ const char *etch_decoder_flush(etch_decoder *d, size_t *len);
 void etch_decoder_free(etch_decoder *d);
 
 void etch_free(void *ptr);
+
+/* ---------------------------------------------------------------- chat */
+
+typedef struct etch_chat_options {
+    const char *system;   /* a system message, or NULL */
+    int think;            /* Qwen3's enable_thinking: -1 the template's default (on), 0 off, 1 on */
+    const char *template_name; /* NULL: the program's; else "chatml", "qwen3", "llama3", "llama2" */
+} etch_chat_options;
+
+/* Renders one user turn (and an optional system message) in the chat template, ready for
+ * generation: the assistant's turn is opened. BOS is not written (generation adds it when the
+ * program has one). *out is malloc'ed; free with etch_free. ETCH_ERR_UNSUPPORTED when the program
+ * has no template and none is named. */
+etch_status etch_chat_render(const etch_program *p, const char *user, const etch_chat_options *opt, char **out,
+                             etch_error *err);
 
 /* ---------------------------------------------------------------- sessions and forward */
 

@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "etch.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *cmd_name = "etch";
 
@@ -76,6 +79,12 @@ static const char *take(int argc, char **argv, int *i) {
     return argv[++*i];
 }
 
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
 /* ------------------------------------------------------------------ JSON output */
 
 static void json_string(FILE *f, const char *s, size_t n) {
@@ -101,15 +110,22 @@ static void json_ids(FILE *f, const int32_t *ids, int32_t n) {
 /* ------------------------------------------------------------------ export */
 
 static const char export_help[] =
-    "usage: etch export --llama2c MODEL.bin --tokenizer TOK.bin -o OUT.etch [options]\n"
+    "usage: etch export (--llama2c MODEL.bin --tokenizer TOK.bin | --hf DIR | --gguf FILE) -o OUT.etch [options]\n"
     "\n"
     "Converts a model into one program file: weights in the layout the kernels read, the tokenizer,\n"
-    "and the method metadata.\n"
+    "and the method metadata. Weights are converted once, here; the runtime converts nothing.\n"
     "\n"
     "  --llama2c FILE          a llama2.c checkpoint (legacy version 0 format)\n"
     "  --tokenizer FILE        its tokenizer.bin\n"
+    "  --hf DIR                a Hugging Face folder: config.json, model.safetensors (or sharded),\n"
+    "                          tokenizer.json, tokenizer_config.json (Llama, Qwen2, Qwen3)\n"
+    "  --gguf FILE             a GGUF file (version 2 or 3; F32, F16, BF16, Q8_0, Q4_0 tensors,\n"
+    "                          dequantized to --dtype) with its tokenizer (llama, qwen2, qwen3)\n"
     "  -o, --output FILE       the program file to write (replaced only when complete)\n"
-    "  --max-context-len N     KV-cache length (default: the model's context length)\n"
+    "  --dtype f32|f16|bf16    weight type in the program (default: the source's; f16 for quantized GGUF)\n"
+    "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
+    "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
+    "                          Hugging Face and GGUF models)\n"
     "  --max-seq-len N         the most tokens one forward call takes (default 128, clamped to the\n"
     "                          context); prompts prefill in chunks of this size\n"
     "  --static                a program that takes one token per call (max_seq_len 1)\n"
@@ -117,7 +133,7 @@ static const char export_help[] =
 
 static int cmd_export(int argc, char **argv) {
     cmd_name = "etch export";
-    const char *model = NULL, *tok = NULL, *out = NULL;
+    const char *model = NULL, *tok = NULL, *out = NULL, *hf = NULL, *gguf = NULL;
     etch_export_options opt = {0, 0, NULL, NULL};
     int is_static = 0, have_seq = 0;
     for (int i = 1; i < argc; i++) {
@@ -130,6 +146,16 @@ static int cmd_export(int argc, char **argv) {
             if (!(model = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--tokenizer")) {
             if (!(tok = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--hf")) {
+            if (!(hf = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--gguf")) {
+            if (!(gguf = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--dtype")) {
+            if (!(opt.dtype = take(argc, argv, &i))) return 2;
+            if (strcmp(opt.dtype, "f32") && strcmp(opt.dtype, "f16") && strcmp(opt.dtype, "bf16"))
+                return die_usage("--dtype expects f32, f16 or bf16, got '%s'", opt.dtype);
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!(opt.chat_template = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!(out = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--max-context-len")) {
@@ -145,21 +171,27 @@ static int cmd_export(int argc, char **argv) {
             return die_usage("unknown option '%s'", a);
         }
     }
-    if (!model) return die_usage("--llama2c MODEL.bin is required");
-    if (!tok) return die_usage("--tokenizer TOK.bin is required");
+    if (!!model + !!hf + !!gguf != 1) return die_usage("give one source: --llama2c, --hf or --gguf");
+    if (model && !tok) return die_usage("--tokenizer TOK.bin is required with --llama2c");
+    if (!model && tok) return die_usage("--tokenizer goes with --llama2c (Hugging Face and GGUF carry their own)");
     if (!out) return die_usage("-o OUT.etch is required");
     if (is_static && have_seq) return die_usage("--static and --max-seq-len exclude each other");
     if (is_static) opt.max_seq_len = 1;
+    if ((hf || gguf) && opt.max_context_len == 0) opt.max_context_len = -4096; /* "the model's, at most 4096" */
     etch_error err;
-    if (etch_export_llama2c(model, tok, out, &opt, &err) != ETCH_OK) return die(err.message);
+    double t0 = now_seconds();
+    etch_status st = model ? etch_export_llama2c(model, tok, out, &opt, &err)
+                     : hf  ? etch_export_hf(hf, out, &opt, &err)
+                           : etch_export_gguf(gguf, out, &opt, &err);
+    if (st != ETCH_OK) return die(err.message);
     etch_program *p;
     if (etch_program_open(out, &p, &err) != ETCH_OK) return die(err.message);
     const etch_method_meta *m = etch_program_meta(p);
     etch_program_info info;
     etch_program_info_get(p, &info);
-    fprintf(stderr, "wrote %s: %llu bytes, %llu parameters, max_seq_len %d, max_context_len %d%s\n", out,
-            (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->max_seq_len,
-            m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
+    fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s, max_seq_len %d, max_context_len %d%s\n", out,
+            now_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype,
+            m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
     etch_program_close(p);
     return 0;
 }
@@ -283,6 +315,10 @@ static const char run_help[] =
     "                           program allows more than one token per call, else one token per call;\n"
     "                           batched: the same chunks; sequential: one token per call on any program\n"
     "  --no-bos                 do not prepend the BOS token\n"
+    "  --chat                   wrap the prompt in the program's chat template as one user turn\n"
+    "  --system S               a system message (with --chat)\n"
+    "  --think, --no-think      Qwen3's enable_thinking switch (with --chat; default: the template's, on)\n"
+    "  --chat-template NAME     use chatml, qwen3, llama3 or llama2 instead of the program's template\n"
     "  --stats                  print ExecuTorch's PyTorchObserver line and report to stderr\n"
     "  --json                   print one JSON object at the end instead of streaming text:\n"
     "                           prompt, prompt_ids, generated_ids, text (generated text only), prefill,\n"
@@ -314,7 +350,8 @@ static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
-    int stats = 0, json = 0, verbose = 0;
+    int stats = 0, json = 0, verbose = 0, chat = 0;
+    etch_chat_options chat_opt = {NULL, -1, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
@@ -346,6 +383,16 @@ static int cmd_run(int argc, char **argv) {
             else return die_usage("--prefill expects auto, batched or sequential, got '%s'", v);
         } else if (!strcmp(a, "--no-bos")) {
             cfg.add_bos = 0;
+        } else if (!strcmp(a, "--chat")) {
+            chat = 1;
+        } else if (!strcmp(a, "--system")) {
+            if (!(chat_opt.system = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--think")) {
+            chat_opt.think = 1;
+        } else if (!strcmp(a, "--no-think")) {
+            chat_opt.think = 0;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!(chat_opt.template_name = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--stats")) {
             stats = 1;
         } else if (!strcmp(a, "--json")) {
@@ -362,6 +409,8 @@ static int cmd_run(int argc, char **argv) {
     }
     if (!path) return die_usage("PROGRAM.etch is required");
     if (!prompt) return die_usage("-p PROMPT is required (it may be empty: -p '')");
+    if (!chat && (chat_opt.system || chat_opt.think >= 0 || chat_opt.template_name))
+        return die_usage("--system, --think, --no-think and --chat-template go with --chat");
 
     etch_error err;
     etch_program *p;
@@ -372,6 +421,17 @@ static int cmd_run(int argc, char **argv) {
         etch_program_close(p);
         return die(err.message);
     }
+    char *rendered = NULL;
+    if (chat) {
+        if (etch_chat_render(p, prompt, &chat_opt, &rendered, &err) != ETCH_OK) {
+            etch_session_free(s);
+            etch_program_close(p);
+            char msg[1200];
+            snprintf(msg, sizeof msg, "%s: %s", path, err.message);
+            return die(msg);
+        }
+        prompt = rendered;
+    }
     if (verbose) {
         int batched = cfg.prefill != ETCH_PREFILL_SEQUENTIAL && m->max_seq_len > 1;
         fprintf(stderr, "prefill: %s (%s; program max_seq_len %d)\n", batched ? "batched" : "sequential",
@@ -380,7 +440,7 @@ static int cmd_run(int argc, char **argv) {
                                                        : "a static program takes one token per call",
                 m->max_seq_len);
     }
-    if (!json) {
+    if (!json && !chat) { /* a chat prompt is not echoed: it is the template's text */
         fputs(prompt, stdout);
         fflush(stdout);
     }
@@ -391,6 +451,7 @@ static int cmd_run(int argc, char **argv) {
         snprintf(msg, sizeof msg, "%s: %s", path, etch_session_error(s));
         etch_session_free(s);
         etch_program_close(p);
+        free(rendered);
         return die(msg);
     }
     const etch_stats *st = etch_session_stats(s);
@@ -456,24 +517,152 @@ static int cmd_run(int argc, char **argv) {
     if (verbose) fprintf(stderr, "stop: %s\n", stop_reason_name(st->stop_reason));
     etch_session_free(s);
     etch_program_close(p);
+    free(rendered);
     return 0;
 }
 
 /* ------------------------------------------------------------------ tokenize */
 
 static const char tokenize_help[] =
-    "usage: etch tokenize PROGRAM.etch [--file F | TEXT] [--decode] [--bos]\n"
+    "usage: etch tokenize SOURCE [--file F | TEXT | --batch FILE.json] [--decode] [--bos]\n"
     "\n"
-    "Prints the ids of TEXT (or of the file F) as a JSON array, with the program's tokenizer.\n"
+    "Prints the ids of TEXT (or of the file F) as a JSON array. SOURCE is a program file, a Hugging\n"
+    "Face tokenizer.json (or the folder holding it), or a GGUF file. Special tokens written in the\n"
+    "text are matched (as Hugging Face does by default); no BOS unless --bos.\n"
     "\n"
-    "  --file F    read the text from F\n"
-    "  --bos       prepend the BOS id\n"
-    "  --decode    the input is ids (a JSON array or whitespace/comma separated): print the text\n"
-    "  -h, --help  this text\n";
+    "  --file F          read the text from F\n"
+    "  --batch FILE.json a JSON array of strings: print one JSON array holding each string's ids\n"
+    "  --bos             prepend the BOS id (when the tokenizer has one)\n"
+    "  --decode          the input is ids (a JSON array or whitespace/comma separated): print the text\n"
+    "  -h, --help        this text\n";
+
+/* Reads a whole file into a NUL-terminated malloc'ed buffer. */
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "%s: %s: cannot open: %s\n", cmd_name, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) free(buf);
+            buf = nb, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "%s: %s: out of memory\n", cmd_name, path);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* Decodes the JSON string starting at *p (after its opening quote) into out, keeping embedded NULs
+ * (cJSON cannot: its strings end at the first NUL). Returns the length, or -1 when malformed. */
+static long json_string_at(const char **p, const char *end, char *out) {
+    long n = 0;
+    const char *s = *p;
+    while (s < end && *s != '"') {
+        unsigned char c = (unsigned char)*s++;
+        if (c < 0x20) return -1;
+        if (c != '\\') {
+            out[n++] = (char)c;
+            continue;
+        }
+        if (s >= end) return -1;
+        char e = *s++;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            static const char map[] = "\"\\/\b\f\n\r\t";
+            out[n++] = map[simple - "\"\\/bfnrt"];
+            continue;
+        }
+        if (e != 'u' || end - s < 4) return -1;
+        unsigned cp = 0;
+        for (int i = 0; i < 4; i++) {
+            char h = *s++;
+            cp = cp << 4 | (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+            if (cp > 0xFFFF) return -1;
+        }
+        if (cp >= 0xD800 && cp <= 0xDBFF) { /* a surrogate pair */
+            unsigned lo = 0;
+            if (end - s < 6 || s[0] != '\\' || s[1] != 'u') return -1;
+            s += 2;
+            for (int i = 0; i < 4; i++) {
+                char h = *s++;
+                lo = lo << 4 | (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                if (lo > 0xFFFF) return -1;
+            }
+            if (lo < 0xDC00 || lo > 0xDFFF) return -1;
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return -1;
+        }
+        if (cp < 0x80) out[n++] = (char)cp;
+        else if (cp < 0x800) out[n++] = (char)(0xC0 | cp >> 6), out[n++] = (char)(0x80 | (cp & 63));
+        else if (cp < 0x10000) out[n++] = (char)(0xE0 | cp >> 12), out[n++] = (char)(0x80 | (cp >> 6 & 63)), out[n++] = (char)(0x80 | (cp & 63));
+        else out[n++] = (char)(0xF0 | cp >> 18), out[n++] = (char)(0x80 | (cp >> 12 & 63)), out[n++] = (char)(0x80 | (cp >> 6 & 63)), out[n++] = (char)(0x80 | (cp & 63));
+    }
+    if (s >= end) return -1;
+    *p = s + 1;
+    return n;
+}
+
+static int tokenize_batch(etch_tokenizer *t, const char *file, int bos) {
+    size_t len;
+    char *text = slurp(file, &len);
+    if (!text) return 1;
+    char *buf = malloc(len + 1); /* a decoded string is never longer than its JSON text */
+    const char *p = text, *end = text + len;
+    int i = 0, rc = 0;
+#define SKIP_WS() while (p < end && strchr(" \t\r\n", *p)) p++
+    SKIP_WS();
+    if (!buf || p >= end || *p++ != '[') rc = 1;
+    SKIP_WS();
+    if (!rc) fputc('[', stdout);
+    while (!rc && p < end && *p != ']') {
+        long n;
+        if (*p != '"' || (p++, n = json_string_at(&p, end, buf)) < 0) {
+            fprintf(stderr, "%s: %s: element %d is not a valid JSON string\n", cmd_name, file, i);
+            rc = 2;
+            break;
+        }
+        int32_t *ids, n_ids;
+        etch_error err;
+        if (etch_tokenizer_encode(t, buf, (size_t)n, bos, &ids, &n_ids, &err) != ETCH_OK) {
+            fprintf(stderr, "\n%s: %s: element %d: %s\n", cmd_name, file, i, err.message);
+            rc = 2;
+            break;
+        }
+        if (i++) fputc(',', stdout);
+        json_ids(stdout, ids, n_ids);
+        etch_free(ids);
+        SKIP_WS();
+        if (p < end && *p == ',') {
+            p++;
+            SKIP_WS();
+        } else if (p < end && *p != ']') {
+            rc = 1;
+        }
+    }
+    if (!rc && (p >= end || *p != ']')) rc = 1;
+#undef SKIP_WS
+    if (rc == 1) fprintf(stderr, "%s: %s: not a JSON array of strings (near byte %ld)\n", cmd_name, file, (long)(p - text));
+    if (!rc) fputs("]\n", stdout);
+    free(buf);
+    free(text);
+    return rc ? 1 : 0;
+}
 
 static int cmd_tokenize(int argc, char **argv) {
     cmd_name = "etch tokenize";
-    const char *src = NULL, *text = NULL, *file = NULL;
+    const char *src = NULL, *text = NULL, *file = NULL, *batch = NULL;
     int decode = 0, bos = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -482,6 +671,8 @@ static int cmd_tokenize(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--file")) {
             if (!(file = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--batch")) {
+            if (!(batch = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--decode")) {
             decode = 1;
         } else if (!strcmp(a, "--bos")) {
@@ -496,42 +687,27 @@ static int cmd_tokenize(int argc, char **argv) {
             return die_usage("unexpected argument '%s'", a);
         }
     }
-    if (!src) return die_usage("a SOURCE program is required");
-    if (!!text + !!file != 1) return die_usage("give exactly one of TEXT or --file F");
+    if (!src) return die_usage("a SOURCE (program, tokenizer.json or GGUF) is required");
+    if (!!text + !!file + !!batch != 1) return die_usage("give exactly one of TEXT, --file F or --batch FILE.json");
+    if (batch && decode) return die_usage("--batch and --decode exclude each other");
+    etch_error err;
+    etch_tokenizer *t;
+    if (etch_tokenizer_open(src, &t, &err) != ETCH_OK) return die(err.message);
+    if (batch) {
+        int rc = tokenize_batch(t, batch, bos);
+        etch_tokenizer_close(t);
+        return rc;
+    }
     char *owned = NULL;
     size_t len = 0;
     if (file) {
-        FILE *f = fopen(file, "rb");
-        if (!f) {
-            fprintf(stderr, "%s: %s: cannot open: %s\n", cmd_name, file, strerror(errno));
+        if (!(owned = slurp(file, &len))) {
+            etch_tokenizer_close(t);
             return 1;
         }
-        size_t cap = 4096;
-        owned = malloc(cap);
-        size_t got;
-        while (owned && (got = fread(owned + len, 1, cap - len - 1, f)) > 0) {
-            len += got;
-            if (cap - len - 1 == 0) {
-                char *n = realloc(owned, cap * 2);
-                if (!n) {
-                    free(owned);
-                    owned = NULL;
-                }
-                owned = n, cap *= 2;
-            }
-        }
-        fclose(f);
-        if (!owned) return die("out of memory reading the input");
-        owned[len] = '\0';
         text = owned;
     } else {
         len = strlen(text);
-    }
-    etch_error err;
-    etch_program *p;
-    if (etch_program_open(src, &p, &err) != ETCH_OK) {
-        free(owned);
-        return die(err.message);
     }
     int rc = 0;
     if (decode) {
@@ -557,7 +733,7 @@ static int cmd_tokenize(int argc, char **argv) {
         char *out = NULL;
         size_t olen;
         if (!ids) rc = die("out of memory");
-        else if (!rc && etch_detokenize(p, ids, n, &out, &olen, &err) != ETCH_OK) rc = die(err.message);
+        else if (!rc && etch_tokenizer_decode(t, ids, n, &out, &olen, &err) != ETCH_OK) rc = die(err.message);
         else if (!rc) {
             fwrite(out, 1, olen, stdout);
             fputc('\n', stdout);
@@ -566,7 +742,7 @@ static int cmd_tokenize(int argc, char **argv) {
         free(ids);
     } else {
         int32_t *ids, n;
-        if (etch_tokenize(p, text, len, bos, &ids, &n, &err) != ETCH_OK) {
+        if (etch_tokenizer_encode(t, text, len, bos, &ids, &n, &err) != ETCH_OK) {
             rc = die(err.message);
         } else {
             json_ids(stdout, ids, n);
@@ -574,9 +750,82 @@ static int cmd_tokenize(int argc, char **argv) {
             etch_free(ids);
         }
     }
-    etch_program_close(p);
+    etch_tokenizer_close(t);
     free(owned);
     return rc;
+}
+
+/* ------------------------------------------------------------------ synth */
+
+static const char synth_help[] =
+    "usage: etch synth --arch llama|qwen2|qwen3 --tokenizer tokenizer.json --format hf|gguf -o PATH [options]\n"
+    "\n"
+    "Writes a model with seeded random weights (matrices N(0, std), norms 1 + N(0, std)) in a real\n"
+    "model's shapes or any other, with a real tokenizer: a Hugging Face folder (config.json,\n"
+    "model.safetensors, tokenizer files) or a GGUF file that llama.cpp loads. Same seed, same bytes.\n"
+    "\n"
+    "  --preset NAME      qwen3-0.6b, llama-3.2-1b or tiny (default tiny: 2 layers, dim 64)\n"
+    "  --layers N --dim N --hidden-dim N --heads N --kv-heads N --head-dim N --context-len N\n"
+    "                     override the preset's shapes\n"
+    "  --seed S           default 1\n"
+    "  --std X            weight standard deviation (default 0.02)\n"
+    "  --dtype T          f32 (default), f16, bf16; GGUF also q8_0, q4_0\n"
+    "  -h, --help         this text\n";
+
+static int cmd_synth(int argc, char **argv) {
+    cmd_name = "etch synth";
+    etch_synth_options o;
+    memset(&o, 0, sizeof o);
+    o.seed = 1;
+    const char *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+        double d;
+        struct { const char *name; int32_t *dst; } ints[] = {
+            {"--layers", &o.layers}, {"--dim", &o.dim}, {"--hidden-dim", &o.hidden_dim}, {"--heads", &o.heads},
+            {"--kv-heads", &o.kv_heads}, {"--head-dim", &o.head_dim}, {"--context-len", &o.context_len}};
+        int matched = 0;
+        for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)
+            if (!strcmp(a, ints[k].name)) {
+                if (!(v = take(argc, argv, &i)) || !parse_int(a, v, 1, 1 << 20, &n)) return 2;
+                *ints[k].dst = (int32_t)n;
+                matched = 1;
+            }
+        if (matched) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(synth_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--arch")) {
+            if (!(o.arch = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--preset")) {
+            if (!(o.preset = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!(o.tokenizer = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--format")) {
+            if (!(o.format = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--dtype")) {
+            if (!(o.dtype = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = take(argc, argv, &i)) || !parse_u64(a, v, &o.seed)) return 2;
+        } else if (!strcmp(a, "--std")) {
+            if (!(v = take(argc, argv, &i)) || !parse_float(a, v, 1e-6, 100.0, &d)) return 2;
+            o.std = (float)d;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = take(argc, argv, &i))) return 2;
+        } else {
+            return die_usage("unknown option '%s'", a);
+        }
+    }
+    if (!o.arch) return die_usage("--arch is required");
+    if (!o.tokenizer) return die_usage("--tokenizer tokenizer.json is required");
+    if (!o.format) return die_usage("--format hf|gguf is required");
+    if (!out) return die_usage("-o PATH is required");
+    etch_error err;
+    double t0 = now_seconds();
+    if (etch_synth(&o, out, &err) != ETCH_OK) return die(err.message);
+    fprintf(stderr, "wrote %s (%s, %s) in %.2f s\n", out, o.format, o.dtype ? o.dtype : "f32", now_seconds() - t0);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ main */
@@ -587,10 +836,11 @@ static const char main_help[] =
     "usage: etch COMMAND [options]     (etch COMMAND --help for its options)\n"
     "\n"
     "commands:\n"
-    "  export     convert a model (llama2.c checkpoint) into a program file\n"
+    "  export     convert a model (llama2.c, Hugging Face folder, GGUF) into a program file\n"
     "  run        generate text with a program, with ExecuTorch-style stats\n"
     "  inspect    print a program's method metadata and tensors, verify its checksums\n"
     "  tokenize   print the token ids of a text (or the text of ids)\n"
+    "  synth      write a model with seeded random weights (Hugging Face folder or GGUF)\n"
     "  version    print the version\n";
 
 int main(int argc, char **argv) {
@@ -611,5 +861,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
+    if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     return die_usage("unknown command '%s'", c);
 }

@@ -14,7 +14,7 @@
 void imp_model_free(imp_model *m) {
     if (!m) return;
     free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tok_merges);
-    free(m->tok_pretok), free(m->tensors);
+    free(m->tok_pretok), free(m->tensors), free(m->chat_jinja);
     for (int i = 0; i < m->n_maps; i++) base_map_close(&m->maps[i]);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -116,10 +116,12 @@ void imp_tok_spec(const imp_model *m, tok_spec *s) {
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
     etch_export_options o = {0, 0, NULL, NULL};
     if (opt) o = *opt;
-    if (o.max_context_len < 0 || o.max_context_len > (1 << 20))
+    /* A negative context means "the model's, at most -N" (the command line's default for large models). */
+    if (o.max_context_len < -(1 << 20) || o.max_context_len > (1 << 20))
         return base_fail(err, ETCH_ERR_ARG, "max_context_len %d is outside 1..%d", o.max_context_len, 1 << 20);
     if (o.max_seq_len < 0) return base_fail(err, ETCH_ERR_ARG, "max_seq_len %d is negative", o.max_seq_len);
-    int32_t ctx = o.max_context_len ? o.max_context_len : m->context_len;
+    int32_t ctx = o.max_context_len > 0 ? o.max_context_len : m->context_len;
+    if (o.max_context_len < 0 && ctx > -o.max_context_len) ctx = -o.max_context_len;
     if (ctx > (1 << 20)) ctx = 1 << 20;
     int32_t seq = o.max_seq_len ? o.max_seq_len : DEFAULT_MAX_SEQ_LEN;
     if (seq > ctx) seq = ctx;

@@ -750,7 +750,7 @@ static uint64_t type_bytes(int type, uint64_t count) {
          : type == GGUF_Q8_0 ? count / 32 * 34 : count / 32 * 18;
 }
 
-etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_kv, uint64_t n_tensors, etch_error *err) {
+etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err) {
     memset(g, 0, sizeof *g);
     g->w = calloc(1, sizeof(gw));
     if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
@@ -766,8 +766,7 @@ etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_kv, ui
     w_bytes(w, "GGUF", 4);
     w_u32(w, 3);
     w_u64(w, n_tensors);
-    w_u64(w, n_kv);
-    g->want_kv = n_kv;
+    w_u64(w, 0); /* the key-value count, patched by gguf_writer_close */
     return ETCH_OK;
 }
 
@@ -818,7 +817,10 @@ void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) 
 etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
     gw *w = g->w;
     if (!w) return base_fail(err, ETCH_ERR_IO, "gguf writer not open");
-    int failed = w->failed || g->n_kv != g->want_kv;
+    /* The key-value count goes into the header now that it is known. */
+    if (fseek(w->f, 16, SEEK_SET) != 0) w->failed = 1;
+    w_u64(w, g->n_kv);
+    int failed = w->failed;
     if (fclose(w->f) != 0) failed = 1;
     free(w);
     g->w = NULL;

@@ -54,11 +54,11 @@ enum { GGUF_T_I32 = 5, GGUF_T_F32 = 6, GGUF_T_STR = 8 };
 typedef struct gguf_writer {
     void *w;
     const char *path;
-    uint64_t n_kv, want_kv, data_size;
+    uint64_t n_kv, data_size;
     int data_started;
 } gguf_writer;
 
-etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_kv, uint64_t n_tensors, etch_error *err);
+etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err);
 void gguf_kv_str(gguf_writer *g, const char *key, const char *v);
 void gguf_kv_u32(gguf_writer *g, const char *key, uint32_t v);
 void gguf_kv_f32(gguf_writer *g, const char *key, float v);
@@ -71,7 +71,7 @@ void gguf_arr_f32(gguf_writer *g, float v);
 void gguf_tensor_info(gguf_writer *g, const char *name, int type, uint64_t rows, uint64_t cols);
 /* count values (a multiple of 32 for Q8_0 and Q4_0), converted or quantized to type. */
 void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count);
-/* Closes; removes the file when anything failed. */
+/* Writes the key-value count into the header and closes; removes the file when anything failed. */
 etch_status gguf_writer_close(gguf_writer *g, etch_error *err);
 
 #endif

@@ -702,6 +702,7 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         for (const cJSON *e = cJSON_IsArray(tpl) ? tpl->child : NULL; e && !jinja; e = e->next) /* named templates */
             if (opt_string(e, "name") && !strcmp(opt_string(e, "name"), "default")) jinja = opt_string(e, "template");
         const char *kind = imp_recognize_template(jinja);
+        if (jinja && !(m->chat_jinja = strdup(jinja))) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
         if (!kind) snprintf(m->chat_template, sizeof m->chat_template, "?");
         else snprintf(m->chat_template, sizeof m->chat_template, "%s", kind);
         tok_free(&look);

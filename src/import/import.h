@@ -43,7 +43,8 @@ typedef struct imp_model {
     int32_t tok_byte_level, tok_byte_fallback, tok_ignore_merges, tok_match_added, tok_nfc;
     int32_t bos_id, unk_id, add_dummy_prefix;
     int32_t eos_ids[16], n_eos;
-    char chat_template[32];  /* "" (none), "chatml", "qwen3", "llama3", "llama2" */
+    char chat_template[32];  /* "" (none), "chatml", "qwen3", "llama3", "llama2", "?" (unrecognized) */
+    char *chat_jinja;        /* owned: the template's Jinja text when the source had one */
     /* weights */
     imp_tensor *tensors;     /* owned [n_tensors] */
     int32_t n_tensors, cap_tensors;

@@ -102,6 +102,9 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     if (rope < 0)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_style '%s' is unknown (adjacent, half)", path,
                          m->rope_style);
+    if ((st = opt_str(p, path, "model_type", "llama", &m->model_type, err)) ||
+        (st = opt_str(p, path, "chat_template", "", &m->chat_template, err)))
+        return st;
     if ((st = need_i32(p, path, "vocab_size", 1, 1 << 24, &m->vocab_size, err)) ||
         (st = need_i32(p, path, "n_layers", 1, 4096, &m->n_layers, err)) ||
         (st = need_i32(p, path, "dim", 1, big, &m->dim, err)) ||

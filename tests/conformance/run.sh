@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Conformance against independent implementations. None of it is skipped: a missing dependency fails.
+# usage: run.sh setup|tokenizers|models ETCH BUILD_DIR [TEST_LLAMACPP]
+set -euo pipefail
+what=$1 ETCH=$2 WORK=$3/conformance
+here=$(cd "$(dirname "$0")" && pwd)
+TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$here/../../../shared/models}")/tokenizers}
+NPM=${ETCH_NPM_DIR:-$3/npm}
+mkdir -p "$WORK"
+# ES modules resolve packages from their own folder, so the scripts run beside node_modules.
+js() { local script=$1; shift; cp "$here/$script" "$NPM/$script"; node "$NPM/$script" "$@"; }
+
+case "$what" in
+setup)
+  for f in "$TOK/qwen3/tokenizer.json" "$TOK/mistral/tokenizer.json"; do
+    [ -f "$f" ] || { echo "missing $f (set ETCH_MODELS_DIR or ETCH_TOKENIZERS_DIR)"; exit 1; }
+  done
+  bash "$here/npm_setup.sh" "$NPM"
+  # Small synthetic models, 3 layers, real tokenizers, f32, the same weights as GGUF and as HF folders.
+  shapes="--layers 3 --dim 128 --hidden-dim 320 --heads 4 --kv-heads 2 --std 0.125"
+  "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format gguf --seed 11 $shapes -o "$WORK/qwen3.gguf"
+  "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format hf --seed 11 $shapes -o "$WORK/qwen3-hf"
+  "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format gguf --seed 12 $shapes -o "$WORK/llama.gguf"
+  "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format hf --seed 12 $shapes -o "$WORK/llama-hf"
+  for m in qwen3 llama; do
+    "$ETCH" export --gguf "$WORK/$m.gguf" -o "$WORK/$m-gguf.etch" --max-context-len 512
+    "$ETCH" export --hf "$WORK/$m-hf" -o "$WORK/$m-hf.etch" --max-context-len 512
+  done
+  js corpus.mjs >"$WORK/corpus.json"
+  echo "setup done"
+  ;;
+tokenizers)
+  "$ETCH" tokenize "$TOK/qwen3/tokenizer.json" --batch "$WORK/corpus.json" >"$WORK/etch-qwen3.json"
+  "$ETCH" tokenize "$TOK/mistral/tokenizer.json" --batch "$WORK/corpus.json" >"$WORK/etch-mistral.json"
+  rc=0
+  js tokenizers.mjs qwen3 "$WORK/corpus.json" "$WORK/etch-qwen3.json" || rc=1
+  js tokenizers.mjs llama2 "$WORK/corpus.json" "$WORK/etch-mistral.json" || rc=1
+  exit $rc
+  ;;
+models)
+  TEST=$4
+  cat >"$WORK/prompts.json" <<'P'
+["Once upon a time", "The capital of France is", "def fibonacci(n):", "1, 2, 3, 4, 5,", "Привет, как дела?",
+ "你好，世界", "In 2026 the weather was", "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
+ "A long prompt that goes on and on so that batched prefill has more than one chunk of work to do, with commas, numbers like 12345, and words.",
+ "x", "Emoji 😀 and tabs\tand newlines\n\n"]
+P
+  rc=0
+  for m in qwen3 llama; do
+    bos=""; [ "$m" = llama ] && bos="--bos"
+    "$ETCH" tokenize "$WORK/$m-gguf.etch" --batch "$WORK/prompts.json" $bos >"$WORK/$m-prompts.json"
+    js llamacpp.mjs "$WORK/$m.gguf" "$WORK/$m-prompts.json" 40 64 >"$WORK/$m-llamacpp.json"
+    "$TEST" "$WORK/$m-gguf.etch" "$WORK/$m-hf.etch" "$WORK/$m-prompts.json" "$WORK/$m-llamacpp.json" 40 || rc=1
+  done
+  exit $rc
+  ;;
+*) echo "usage: run.sh setup|tokenizers|models ETCH BUILD_DIR [TEST_LLAMACPP]"; exit 2 ;;
+esac

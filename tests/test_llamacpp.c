@@ -1,0 +1,134 @@
+/* etch against llama.cpp on the same GGUF, and etch's Hugging Face import against its GGUF import.
+ * usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N_TOKENS
+ *
+ * For each prompt (token ids, BOS included when the model adds one):
+ *   - the greedy continuation of etch (GGUF program) equals llama.cpp's, token for token, for
+ *     N_TOKENS tokens (or up to an end-of-generation token both produce);
+ *   - at the last prompt position, etch's logits agree with llama.cpp's log-probabilities over its
+ *     K most probable tokens: logit differences to the top token, |(l_i - l_top) - (lp_i - lp_top)|,
+ *     within LOGIT_TOL (softmax is shift-invariant, so differences are what both determine);
+ *   - the Hugging Face program gives the same greedy tokens and logits within HF_TOL of the GGUF one.
+ *
+ * Tolerances. Both sides run f32 weights with an f32 KV cache and llama.cpp's flash attention off (its
+ * CPU kernel rounds to f16 whatever the cache type: measured, it moves these logits by ~1e-2 and
+ * flips near-ties within 40 tokens). They then differ only in the order of
+ * floating-point sums (SIMD widths, tiling, llama.cpp's attention) and in transcendental function
+ * implementations. A dot product of length k carries a relative error of about k * 2^-24 ~ 3e-5
+ * for k = 512; through a few layers and a final norm this stays well under 1e-3 of logits of order
+ * 1..10, hence LOGIT_TOL = 2e-3. The HF and GGUF programs share every weight bit; only Llama's
+ * Q/K row permutation (adjacent vs half-split RoPE pairs) reorders the q.k sums, hence HF_TOL = 1e-4. */
+#include "check.h"
+#include "etch.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#define LOGIT_TOL 2e-3
+#define HF_TOL 1e-4
+
+static cJSON *read_json(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    size_t got = fread(buf, 1, (size_t)n, f);
+    buf[got] = '\0';
+    fclose(f);
+    cJSON *j = cJSON_Parse(buf);
+    free(buf);
+    return j;
+}
+
+/* Greedy continuation of n tokens after ids[n_ids]; logits of the last prompt position into first. */
+static int greedy(etch_session *s, const int32_t *ids, int32_t n_ids, int n, int32_t *out, float *first,
+                  const etch_method_meta *m) {
+    float *logits = malloc((size_t)m->vocab_size * sizeof *logits);
+    int pos = 0, ok = 1;
+    while (pos < n_ids && ok) {
+        int c = n_ids - pos < m->max_seq_len ? n_ids - pos : m->max_seq_len;
+        ok = etch_forward(s, ids + pos, c, pos, logits, 0) == ETCH_OK;
+        pos += c;
+    }
+    if (ok) memcpy(first, logits, (size_t)m->vocab_size * sizeof *first);
+    for (int i = 0; i < n && ok; i++) {
+        int best = 0;
+        for (int v = 1; v < m->vocab_size; v++)
+            if (logits[v] > logits[best]) best = v;
+        out[i] = best;
+        ok = etch_forward(s, &out[i], 1, pos++, logits, 0) == ETCH_OK;
+    }
+    free(logits);
+    return ok;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 6) {
+        fprintf(stderr, "usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N\n");
+        return 2;
+    }
+    int n_tok = atoi(argv[5]);
+    etch_error err;
+    etch_program *pg, *ph;
+    etch_session *sg, *sh;
+    REQUIRE(etch_program_open(argv[1], &pg, &err) == ETCH_OK, "%s", err.message);
+    REQUIRE(etch_program_open(argv[2], &ph, &err) == ETCH_OK, "%s", err.message);
+    REQUIRE(etch_session_new(pg, &sg, &err) == ETCH_OK && etch_session_new(ph, &sh, &err) == ETCH_OK, "%s", err.message);
+    cJSON *ref = read_json(argv[4]);
+    REQUIRE(ref, "cannot read llama.cpp's output %s", argv[4]);
+    const cJSON *results = cJSON_GetObjectItem(ref, "results");
+    const etch_method_meta *m = etch_program_meta(pg);
+    REQUIRE(etch_program_meta(ph)->vocab_size == m->vocab_size, "HF and GGUF vocabularies differ");
+    int32_t *gen = malloc((size_t)n_tok * sizeof *gen), *gen_h = malloc((size_t)n_tok * sizeof *gen_h);
+    float *lg = malloc((size_t)m->vocab_size * sizeof *lg), *lh = malloc((size_t)m->vocab_size * sizeof *lh);
+    double worst_ref = 0, worst_hf = 0;
+    int prompts = 0, tokens = 0;
+    for (const cJSON *r = results ? results->child : NULL; r; r = r->next) {
+        const cJSON *pj = cJSON_GetObjectItem(r, "prompt"), *gj = cJSON_GetObjectItem(r, "generated");
+        const cJSON *tj = cJSON_GetObjectItem(r, "top_logprobs");
+        int32_t n_ids = cJSON_GetArraySize(pj);
+        int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
+        for (int i = 0; i < n_ids; i++) ids[i] = cJSON_GetArrayItem(pj, i)->valueint;
+        REQUIRE(greedy(sg, ids, n_ids, n_tok, gen, lg, m), "etch (GGUF) forward failed: %s", etch_session_error(sg));
+        REQUIRE(greedy(sh, ids, n_ids, n_tok, gen_h, lh, etch_program_meta(ph)), "etch (HF) forward failed: %s",
+                etch_session_error(sh));
+        /* Token for token, up to an end-of-generation token llama.cpp stopped at. */
+        int n_ref = cJSON_GetArraySize(gj), agree = 0;
+        while (agree < n_ref && agree < n_tok && cJSON_GetArrayItem(gj, agree)->valueint == gen[agree]) agree++;
+        int need = n_ref < n_tok ? n_ref : n_tok;
+        CHECK(agree == need && need >= (n_ref < n_tok ? 1 : n_tok),
+              "prompt %d: etch and llama.cpp agree on %d of %d greedy tokens (llama.cpp %d, etch %d at the first difference)",
+              prompts, agree, need, agree < n_ref ? cJSON_GetArrayItem(gj, agree)->valueint : -1, gen[agree < n_tok ? agree : 0]);
+        CHECK(memcmp(gen, gen_h, (size_t)n_tok * sizeof *gen) == 0, "prompt %d: HF and GGUF programs generate differently", prompts);
+        tokens += agree;
+        /* Logits: differences to the top token against llama.cpp's log-probabilities. */
+        int top = cJSON_GetArrayItem(cJSON_GetArrayItem(tj, 0), 0)->valueint;
+        double lp_top = cJSON_GetArrayItem(cJSON_GetArrayItem(tj, 0), 1)->valuedouble, d_ref = 0;
+        for (const cJSON *e = tj->child; e; e = e->next) {
+            int id = cJSON_GetArrayItem(e, 0)->valueint;
+            double lp = cJSON_GetArrayItem(e, 1)->valuedouble;
+            double d = fabs(((double)lg[id] - lg[top]) - (lp - lp_top));
+            if (d > d_ref) d_ref = d;
+        }
+        double d_hf = 0;
+        for (int v = 0; v < m->vocab_size; v++) d_hf = fmax(d_hf, fabs((double)lg[v] - lh[v]));
+        CHECK(d_ref <= LOGIT_TOL, "prompt %d: logit differences differ from llama.cpp's by %g", prompts, d_ref);
+        CHECK(d_hf <= HF_TOL, "prompt %d: HF and GGUF logits differ by %g", prompts, d_hf);
+        worst_ref = fmax(worst_ref, d_ref);
+        worst_hf = fmax(worst_hf, d_hf);
+        prompts++;
+        free(ids);
+    }
+    CHECK(prompts >= 10, "only %d prompts", prompts);
+    printf("%s vs llama.cpp %s: %d prompts, %d greedy tokens agree; max logit difference %.3g over the top %d tokens; "
+           "HF vs GGUF import: max logit difference %.3g\n",
+           argv[1], cJSON_GetStringValue(cJSON_GetObjectItem(ref, "llama_cpp")), prompts, tokens, worst_ref,
+           cJSON_GetArraySize(cJSON_GetObjectItem(results->child, "top_logprobs")), worst_hf);
+    cJSON_Delete(ref);
+    free(gen), free(gen_h), free(lg), free(lh);
+    etch_session_free(sg), etch_session_free(sh);
+    etch_program_close(pg), etch_program_close(ph);
+    return check_done();
+}
