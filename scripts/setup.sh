@@ -7,9 +7,13 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # build-essential: gcc, make; cmake, pkg-config: the build; libcjson-dev: JSON (import, tests);
 # libpcre2-dev: tokenizer split regexes; libutf8proc-dev: NFC normalization.
-for p in build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev; do
+# Tests only: python3-jinja2 renders real chat templates; nodejs and npm run the conformance peers
+# (llama.cpp through node-llama-cpp, Hugging Face tokenizer semantics through @lenml).
+for p in build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev python3-jinja2; do
   have_pkg "$p" || need+=("$p")
 done
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"

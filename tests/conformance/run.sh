@@ -54,5 +54,24 @@ P
   done
   exit $rc
   ;;
-*) echo "usage: run.sh setup|tokenizers|models ETCH BUILD_DIR [TEST_LLAMACPP]"; exit 2 ;;
+chat)
+  # Jinja2 (Debian's python3-jinja2, the engine Hugging Face uses) renders the real Qwen3 template.
+  cat >"$WORK/chat-cases.json" <<'P'
+[{"system": null, "user": "Hi", "think": null}, {"system": null, "user": "Hi", "think": true},
+ {"system": null, "user": "Hi", "think": false}, {"system": "You are terse.", "user": "Explain RoPE.", "think": null},
+ {"system": "Système: réponds en français.", "user": "Ça va ? 😀\nDeux lignes.", "think": false},
+ {"system": "S", "user": "multi\nline\n\nuser text with <b>tags</b> and \"quotes\"", "think": true}]
+P
+  /usr/bin/python3 "$here/chat_template.py" "$TOK/qwen3/tokenizer_config.json" "$WORK/chat-cases.json" >"$WORK/chat-jinja.json"
+  "$4" "$WORK/qwen3-hf.etch" "$WORK/chat-cases.json" "$WORK/chat-jinja.json"
+  # End to end: --chat puts the template's special tokens into the prompt ids.
+  "$ETCH" run "$WORK/qwen3-hf.etch" --chat --no-think --system "Be brief." -p "Hi" -n 3 --json >"$WORK/chat-run.json"
+  grep -q '"prompt_ids": \[151644, 8948, 198' "$WORK/chat-run.json" || { echo "--chat prompt ids: $(head -c 300 "$WORK/chat-run.json")"; exit 1; }
+  "$ETCH" run "$WORK/qwen3-hf.etch" --chat -p "Hi" -n 1 --chat-template llama3 >/dev/null
+  echo "chat: ok"
+  ;;
+roundtrip)
+  "$4" "$WORK/corpus.json" "$WORK/qwen3-hf.etch" nfc "$WORK/llama-hf.etch" sp "$WORK/qwen3-gguf.etch" nfc "$WORK/llama-gguf.etch" sp
+  ;;
+*) echo "usage: run.sh setup|tokenizers|models|chat|roundtrip ETCH BUILD_DIR [TEST]"; exit 2 ;;
 esac
