@@ -44,4 +44,13 @@ static inline const char *models_dir(void) {
     return d && *d ? d : ETCH_DEFAULT_MODELS_DIR;
 }
 
+/* The folder with qwen3/ and mistral/ tokenizers: $ETCH_TOKENIZERS_DIR, else models_dir()/../tokenizers. */
+static inline const char *tokenizers_dir(void) {
+    static char buf[1024];
+    const char *d = getenv("ETCH_TOKENIZERS_DIR");
+    if (d && *d) return d;
+    snprintf(buf, sizeof buf, "%s/../tokenizers", models_dir());
+    return buf;
+}
+
 #endif

@@ -121,5 +121,33 @@ expect_error 1 "prompt has .* tokens but the context holds 8" -- "$ETCH" run "$W
 expect_error 1 "not valid UTF-8: bad byte 0xff at offset 3" -- "$ETCH" run "$P" -p $'abc\xff'
 expect_error 1 "outside the vocabulary" -- "$ETCH" tokenize "$P" --decode "[1, 9999]"
 
+# --- Hugging Face and GGUF sources, synth
+TOKS=${ETCH_TOKENIZERS_DIR:-$MODELS/../tokenizers}
+check "synth gguf" "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --seed 3 -o "$WORK/q.gguf"
+check "synth is deterministic" "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --seed 3 -o "$WORK/q2.gguf"
+check "same seed, same bytes" cmp -s "$WORK/q.gguf" "$WORK/q2.gguf"
+check "synth hf" "$ETCH" synth --arch llama --tokenizer "$TOKS/mistral/tokenizer.json" --format hf --dtype bf16 --seed 3 -o "$WORK/l-hf"
+check "export --gguf" "$ETCH" export --gguf "$WORK/q.gguf" -o "$WORK/q.etch" --dtype f16
+check "export --hf" "$ETCH" export --hf "$WORK/l-hf" -o "$WORK/l.etch" --static
+check "tokenize a GGUF" test "$("$ETCH" tokenize "$WORK/q.gguf" "Hello world")" = "[9707, 1879]"
+check "tokenize tokenizer.json" test "$("$ETCH" tokenize "$TOKS/mistral/tokenizer.json" --bos "Hello world")" = "[1, 22557, 1526]"
+printf '["a", "<|im_end|>b", "\\u0000z"]' >"$WORK/batch.json"
+check "tokenize --batch" test "$("$ETCH" tokenize "$WORK/q.etch" --batch "$WORK/batch.json")" = "[[64],[151645, 65],[188, 89]]"
+"$ETCH" inspect "$WORK/q.etch" >"$WORK/inspect.q"
+check "inspect shows qk_norm and f16" grep -q "qk_norm: 1" "$WORK/inspect.q"
+check "inspect shows f16 tensors" grep -q "blk.0.attn_q.weight .* f16" "$WORK/inspect.q"
+check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
+expect_error 2 "give one source" -- "$ETCH" export --hf a --gguf b -o c
+expect_error 2 "--tokenizer goes with --llama2c" -- "$ETCH" export --hf a --tokenizer b -o c
+expect_error 2 "--dtype expects f32, f16 or bf16" -- "$ETCH" export --hf a -o c --dtype q4_0
+expect_error 1 "nope: not a folder" -- "$ETCH" export --hf "$WORK/nope" -o "$WORK/x.etch"
+expect_error 1 "not a GGUF file" -- "$ETCH" export --gguf "$P" -o "$WORK/x.etch"
+expect_error 1 "this program has no chat template" -- "$ETCH" run "$P" --chat -p hi
+expect_error 2 "go with --chat" -- "$ETCH" run "$P" --system hi -p hi
+expect_error 1 "--think/--no-think need the qwen3 template" -- "$ETCH" run "$WORK/q.etch" --chat --no-think --chat-template llama3 -p hi
+expect_error 1 "element 1 is not a valid JSON string" -- "$ETCH" tokenize "$WORK/q.etch" --batch <(printf '["a", 5]')
+expect_error 1 "arch 'gpt2' is not one of" -- "$ETCH" synth --arch gpt2 --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf -o "$WORK/g"
+expect_error 1 "dtype 'q4_0' is not supported for hf" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --dtype q4_0 -o "$WORK/g"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
