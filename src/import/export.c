@@ -106,6 +106,37 @@ static const void *convert(const imp_tensor *t, int target, void **owned) {
     return out;
 }
 
+const char imp_regex_gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char imp_regex_digits[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char imp_regex_qwen2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char imp_regex_llama3[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+int imp_raw_piece(const char *s, size_t n, int byte_level, char *out, size_t *len) {
+    const uint8_t *u = (const uint8_t *)s;
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        int l = base_utf8_seq_len(u + i, n - i);
+        if (l == 0) return 0;
+        if (byte_level) {
+            uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
+                                        : l == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu) : 0x110000;
+            int b = tok_cp_to_byte(cp);
+            if (b < 0) return 0;
+            out[w++] = (char)b;
+        } else if (l == 3 && u[i] == 0xE2 && u[i + 1] == 0x96 && u[i + 2] == 0x81) {
+            out[w++] = ' ';
+        } else {
+            memcpy(out + w, s + i, (size_t)l);
+            w += (size_t)l;
+        }
+        i += (size_t)l;
+    }
+    *len = w;
+    return 1;
+}
+
 void imp_tok_spec(const imp_model *m, tok_spec *s) {
     *s = (tok_spec){m->vocab_size, m->tok_blob, m->tok_blob_size, m->tok_offsets, m->tok_scores, m->tok_types,
                     m->bos_id, m->unk_id, m->add_dummy_prefix, m->tok_model, m->tok_merges, m->tok_n_merges,

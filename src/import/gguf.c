@@ -313,39 +313,6 @@ int gguf_array(const gguf_file *g, const char *key, uint32_t *elem_type, uint64_
 
 /* ------------------------------------------------------------------ import */
 
-/* The Qwen2 and Llama 3 split regexes, as llama.cpp names them in tokenizer.ggml.pre. */
-static const char qwen2_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char llama3_regex[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char gpt2_regex[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char smollm_regex[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-/* Appends the raw bytes of a GGUF token: byte-level text decoded (gpt2), U+2581 as a space (llama). */
-static int raw_token(const char *s, uint64_t n, int byte_level, char *out, uint64_t *len) {
-    uint64_t w = 0;
-    const uint8_t *u = (const uint8_t *)s;
-    for (uint64_t i = 0; i < n;) {
-        int l = base_utf8_seq_len(u + i, (size_t)(n - i));
-        if (l == 0) return 0;
-        if (byte_level) {
-            uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
-                                        : l == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu) : 0x110000;
-            int b = tok_cp_to_byte(cp);
-            if (b < 0) return 0;
-            out[w++] = (char)b;
-        } else if (l == 3 && u[i] == 0xE2 && u[i + 1] == 0x96 && u[i + 2] == 0x81) {
-            out[w++] = ' ';
-        } else {
-            memcpy(out + w, s + i, (size_t)l);
-            w += (uint64_t)l;
-        }
-        i += (uint64_t)l;
-    }
-    *len = w;
-    return 1;
-}
-
 static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_error *err) {
     const char *path = g->path;
     gguf_str model;
@@ -401,9 +368,9 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
             m->tok_blob = nb;
         }
         m->tok_offsets[i] = (int32_t)at;
-        uint64_t w = len;
+        size_t w = (size_t)len;
         if (type == TOK_NORMAL || (type == TOK_USER && llama)) {
-            if (!raw_token(s, len, gpt2, m->tok_blob + at, &w))
+            if (!imp_raw_piece(s, (size_t)len, gpt2, m->tok_blob + at, &w))
                 return base_fail(err, ETCH_ERR_FORMAT, "%s: token %d '%.*s' is not valid %s", path, i, (int)(len < 40 ? len : 40),
                                  s, gpt2 ? "byte-level text" : "UTF-8");
         } else {
@@ -443,10 +410,10 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     gguf_string(g, "tokenizer.ggml.pre", &pre);
     const char *regex = NULL;
 #define PRE(name) (pre.n == strlen(name) && !memcmp(pre.s, name, pre.n))
-    if (PRE("qwen2")) regex = qwen2_regex, m->tok_nfc = 1;
-    else if (PRE("llama-bpe") || PRE("llama3")) regex = llama3_regex, m->tok_ignore_merges = 1;
-    else if (PRE("smollm")) regex = smollm_regex;
-    else if (PRE("default") || PRE("gpt-2") || PRE("gpt2")) regex = gpt2_regex;
+    if (PRE("qwen2")) regex = imp_regex_qwen2, m->tok_nfc = 1;
+    else if (PRE("llama-bpe") || PRE("llama3")) regex = imp_regex_llama3, m->tok_ignore_merges = 1;
+    else if (PRE("smollm")) regex = imp_regex_digits;
+    else if (PRE("default") || PRE("gpt-2") || PRE("gpt2")) regex = imp_regex_gpt2;
 #undef PRE
     if (!regex)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%.*s' is not supported (qwen2, llama-bpe, smollm, "
@@ -473,11 +440,11 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
         const char *s = (const char *)q + 8;
         q += 8 + len;
         const char *sp_at = len > 1 ? memchr(s + 1, ' ', (size_t)len - 1) : NULL;
-        uint64_t la = 0, lb = 0;
+        size_t la = 0, lb = 0;
         int ok = sp_at && (uint64_t)(sp_at - s) <= (uint64_t)look.max_piece_len * 2 &&
                  len - (uint64_t)(sp_at - s) - 1 <= (uint64_t)look.max_piece_len * 2 &&
-                 raw_token(s, (uint64_t)(sp_at - s), 1, buf, &la) &&
-                 raw_token(sp_at + 1, len - (uint64_t)(sp_at - s) - 1, 1, buf + la, &lb);
+                 imp_raw_piece(s, (size_t)(sp_at - s), 1, buf, &la) &&
+                 imp_raw_piece(sp_at + 1, (size_t)(len - (uint64_t)(sp_at - s) - 1), 1, buf + la, &lb);
         int32_t a = ok ? tok_find(&look, buf, la) : -1, b = ok ? tok_find(&look, buf + la, lb) : -1;
         int32_t c = a >= 0 && b >= 0 ? tok_find(&look, buf, la + lb) : -1;
         if (c < 0)

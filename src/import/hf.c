@@ -355,75 +355,64 @@ typedef struct sbuf {
     size_t n, cap;
 } sbuf;
 
+static int sb_reserve(sbuf *b, size_t n);
 static int sb_put(sbuf *b, const void *s, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->n + n) cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) return 0;
-        b->p = np;
-        b->cap = cap;
-    }
+    if (!sb_reserve(b, n)) return 0;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     return 1;
 }
 
-/* Converts a vocabulary string to the raw bytes it stands for: byte-level pieces through GPT-2's
- * alphabet, SentencePiece pieces with U+2581 as a space. Returns 0 when a byte-level piece has a
- * character outside the alphabet. */
-static int raw_piece(const char *s, int byte_level, sbuf *out) {
-    const uint8_t *u = (const uint8_t *)s;
-    size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        int l = base_utf8_seq_len(u + i, n - i);
-        if (l == 0) return 0;
-        uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
-                                    : l == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu)
-                                             : (u[i] & 0x07u) << 18 | (u[i + 1] & 0x3Fu) << 12 | (u[i + 2] & 0x3Fu) << 6 | (u[i + 3] & 0x3Fu);
-        if (byte_level) {
-            int b = tok_cp_to_byte(cp);
-            if (b < 0) return 0;
-            char c = (char)b;
-            if (!sb_put(out, &c, 1)) return 0;
-        } else if (cp == 0x2581) {
-            if (!sb_put(out, " ", 1)) return 0;
-        } else if (!sb_put(out, s + i, (size_t)l)) {
-            return 0;
-        }
-        i += (size_t)l;
-    }
+/* Makes room for n more bytes in b. */
+static int sb_reserve(sbuf *b, size_t n) {
+    if (b->n + n <= b->cap) return 1;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < b->n + n) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) return 0;
+    b->p = np;
+    b->cap = cap;
     return 1;
 }
 
-/* Is this pre-tokenizer (or one inside a Sequence) of the given type? */
-static const cJSON *find_typed(const cJSON *node, const char *list_key, const char *type) {
-    if (!node || cJSON_IsNull(node)) return NULL;
-    const char *t = opt_string(node, "type");
-    if (t && !strcmp(t, type)) return node;
-    if (t && !strcmp(t, "Sequence"))
-        for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(node, list_key) ? cJSON_GetObjectItemCaseSensitive(node, list_key)->child : NULL; e; e = e->next)
-            if ((t = opt_string(e, "type")) && !strcmp(t, type)) return e;
-    return NULL;
+/* Appends the raw bytes of a vocabulary string (imp_raw_piece; never longer than the string). */
+static int raw_piece(const char *s, int byte_level, sbuf *out) {
+    size_t n = strlen(s), w;
+    if (!sb_reserve(out, n) || !imp_raw_piece(s, n, byte_level, out->p + out->n, &w)) return 0;
+    out->n += w;
+    return 1;
 }
 
-/* GPT-2's split regex, which ByteLevel applies when use_regex is true. */
-static const char gpt2_regex[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-/* The same after Digits(individual_digits): every digit on its own. */
-static const char gpt2_digits_regex[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+/* The items of a "Sequence" node (its list under list_key), or the node itself. */
+static int sequence_items(const cJSON *node, const char *list_key, const cJSON **items, int max) {
+    int n = 0;
+    const char *t = opt_string(node, "type");
+    const cJSON *list = t && !strcmp(t, "Sequence") ? cJSON_GetObjectItemCaseSensitive(node, list_key) : NULL;
+    if (!list) {
+        items[n++] = node;
+        return n;
+    }
+    for (const cJSON *e = list->child; e && n < max; e = e->next) items[n++] = e;
+    return n;
+}
+
+/* Is this node (or one inside its Sequence) of the given type? */
+static const cJSON *find_typed(const cJSON *node, const char *list_key, const char *type) {
+    if (!node || cJSON_IsNull(node)) return NULL;
+    const cJSON *items[16];
+    int n = sequence_items(node, list_key, items, 16);
+    for (int i = 0; i < n; i++) {
+        const char *t = opt_string(items[i], "type");
+        if (t && !strcmp(t, type)) return items[i];
+    }
+    return NULL;
+}
 
 /* Reads pre_tokenizer into m->tok_pretok and m->tok_byte_level / add_dummy_prefix. */
 static etch_status read_pretokenizer(const char *path, const cJSON *pre, imp_model *m, etch_error *err) {
     if (!pre || cJSON_IsNull(pre)) return ETCH_OK;
     const cJSON *items[16];
-    int n = 0;
-    const char *t = opt_string(pre, "type");
-    if (t && !strcmp(t, "Sequence")) {
-        for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers") ? cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers")->child : NULL; e && n < 16; e = e->next)
-            items[n++] = e;
-    } else {
-        items[n++] = pre;
-    }
+    int n = sequence_items(pre, "pretokenizers", items, 16);
     const char *regex = NULL;
     int digits = 0;
     for (int i = 0; i < n; i++) {
@@ -444,7 +433,7 @@ static etch_status read_pretokenizer(const char *path, const cJSON *pre, imp_mod
                 return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: ByteLevel add_prefix_space true is not supported", path);
             if (opt_bool(items[i], "use_regex", 1)) {
                 if (regex) return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: Split followed by a ByteLevel regex", path);
-                regex = digits ? gpt2_digits_regex : gpt2_regex;
+                regex = digits ? imp_regex_digits : imp_regex_gpt2;
             }
         } else if (!strcmp(ty, "Digits") && opt_bool(items[i], "individual_digits", 0) && !regex) {
             digits = 1;
@@ -466,14 +455,7 @@ static etch_status read_pretokenizer(const char *path, const cJSON *pre, imp_mod
 static etch_status read_normalizer(const char *path, const cJSON *nz, imp_model *m, etch_error *err) {
     if (!nz || cJSON_IsNull(nz)) return ETCH_OK;
     const cJSON *items[16];
-    int n = 0;
-    const char *t = opt_string(nz, "type");
-    if (t && !strcmp(t, "Sequence")) {
-        for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(nz, "normalizers") ? cJSON_GetObjectItemCaseSensitive(nz, "normalizers")->child : NULL; e && n < 16; e = e->next)
-            items[n++] = e;
-    } else {
-        items[n++] = nz;
-    }
+    int n = sequence_items(nz, "normalizers", items, 16);
     for (int i = 0; i < n; i++) {
         const char *ty = opt_string(items[i], "type");
         if (ty && !strcmp(ty, "NFC")) {

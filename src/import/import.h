@@ -72,6 +72,17 @@ etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err);
 /* A GGUF file (version 2 or 3). With tokenizer_only, the weights are not read. */
 etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_error *err);
 
+/* Split regexes by the names llama.cpp gives them in tokenizer.ggml.pre. */
+extern const char imp_regex_gpt2[];   /* GPT-2 (ByteLevel's own regex) */
+extern const char imp_regex_digits[]; /* GPT-2's after Digits(individual_digits): SmolLM */
+extern const char imp_regex_qwen2[];  /* Qwen2 and Qwen3 */
+extern const char imp_regex_llama3[]; /* Llama 3 */
+
+/* The raw bytes a vocabulary string stands for: byte-level pieces through GPT-2's alphabet,
+ * SentencePiece pieces with U+2581 as a space. out holds n bytes. Returns 0 when a byte-level piece
+ * has a character outside the alphabet (or the text is not UTF-8). */
+int imp_raw_piece(const char *s, size_t n, int byte_level, char *out, size_t *len);
+
 /* The tokenizer spec of m (views into m). */
 void imp_tok_spec(const imp_model *m, tok_spec *s);
 /* Recognizes a Jinja chat template by its markers: "qwen3", "chatml", "llama3", "llama2", or ""

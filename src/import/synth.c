@@ -283,9 +283,9 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
     int n = list_tensors(c, ts);
     const char *pre = NULL;
     if (tok->tok_byte_level) {
-        static const char qwen2[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-        static const char llama3[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-        pre = !tok->tok_pretok ? "default" : !strcmp(tok->tok_pretok, qwen2) ? "qwen2" : !strcmp(tok->tok_pretok, llama3) ? "llama-bpe" : NULL;
+        const char *re = tok->tok_pretok;
+        pre = !re || !strcmp(re, imp_regex_gpt2) ? "default" : !strcmp(re, imp_regex_qwen2) ? "qwen2"
+            : !strcmp(re, imp_regex_llama3) ? "llama-bpe" : !strcmp(re, imp_regex_digits) ? "smollm" : NULL;
         if (!pre) {
             free(ts);
             return base_fail(err, ETCH_ERR_UNSUPPORTED, "the tokenizer's split regex has no llama.cpp pre-tokenizer name");
