@@ -282,7 +282,9 @@ typedef struct etch_generate_config {
 void etch_generate_config_default(etch_generate_config *cfg);
 
 /* Called once per generated token with the text that became complete (maybe empty, never a broken
- * UTF-8 character). Return non-zero to stop generation. */
+ * UTF-8 character; a view valid during the call). Return non-zero to stop generation. When
+ * generation ends holding the bytes of an unfinished character, one last call has token -1 and
+ * that text (as U+FFFD). */
 typedef int (*etch_token_callback)(void *user, int32_t token, const char *text, size_t len);
 
 /* Tokenizes prompt, prefills it (policy from cfg->prefill), then samples and decodes up to
@@ -290,6 +292,16 @@ typedef int (*etch_token_callback)(void *user, int32_t token, const char *text, 
  * context is refused before any forward call (ETCH_ERR_CONTEXT). on_token may be NULL. */
 etch_status etch_generate(etch_session *s, const char *prompt, const etch_generate_config *cfg,
                           etch_token_callback on_token, void *user);
+
+/* Generation as a pull loop, for callers that want tokens as values (bindings, event loops):
+ * etch_generate_start tokenizes and prefills (resetting the session), then each
+ * etch_generate_next samples one token and returns it with the text that became complete (a view
+ * valid until the next call). At the end *token is -1 and *text holds what was still held back (an
+ * unfinished character as U+FFFD); later calls keep returning -1. The stats are final then.
+ * etch_generate_stop ends a generation early (stop_reason 3). Same thread rules as the session. */
+etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_generate_config *cfg);
+etch_status etch_generate_next(etch_session *s, int32_t *token, const char **text, size_t *len);
+void etch_generate_stop(etch_session *s);
 
 /* The ids of the last etch_generate's prompt (BOS included). View valid until the next generate. */
 const int32_t *etch_session_prompt_ids(const etch_session *s, int32_t *n);

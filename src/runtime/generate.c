@@ -119,8 +119,7 @@ static int is_eos(const etch_method_meta *m, int32_t id) {
     return 0;
 }
 
-etch_status etch_generate(etch_session *s, const char *prompt, const etch_generate_config *cfg_in,
-                          etch_token_callback on_token, void *user) {
+etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_generate_config *cfg_in) {
     if (!s) return ETCH_ERR_ARG;
     etch_generate_config cfg;
     if (cfg_in) cfg = *cfg_in;
@@ -128,6 +127,7 @@ etch_status etch_generate(etch_session *s, const char *prompt, const etch_genera
     const etch_program *p = s->prog;
     const etch_method_meta *m = &p->meta;
     s->error[0] = '\0';
+    s->gen.active = 0;
     if (!prompt) return rt_fail(s, ETCH_ERR_ARG, "etch_generate: prompt is NULL");
     if (cfg.max_new_tokens < 0) return rt_fail(s, ETCH_ERR_ARG, "max_new_tokens %d is negative", cfg.max_new_tokens);
     if (!(cfg.temperature >= 0.0f) || cfg.temperature > 100.0f)
@@ -182,46 +182,104 @@ etch_status etch_generate(etch_session *s, const char *prompt, const etch_genera
     }
     st->prompt_eval_end_ms = now_ms();
     st->model_execution_end_ms = st->prompt_eval_end_ms;
+    st->first_token_ms = st->prompt_eval_end_ms;
+    s->gen.cfg = cfg;
+    s->gen.pos = pos;
+    s->gen.prev = s->prompt[n_prompt - 1];
+    s->gen.sampling_us = 0.0;
+    s->gen.done = 0;
+    s->gen.active = 1;
+    return ETCH_OK;
+}
 
-    /* Decode: sample from the last logits, emit, feed the token back while room and budget remain. */
-    int32_t prev = s->prompt[n_prompt - 1];
-    double sampling_us = 0.0;
-    st->stop_reason = 0;
-    for (int32_t i = 0; i < cfg.max_new_tokens; i++) {
-        double t0 = base_now_us();
-        int32_t tok = sample(s, &cfg, s->logits);
-        sampling_us += base_now_us() - t0;
-        s->generated[s->n_generated++] = tok;
-        if (i == 0) st->first_token_ms = now_ms();
-        size_t plen;
-        const char *piece = tok_piece(&p->tok, prev, tok, TOK_SKIP_CONTROL, &plen);
-        size_t tlen = tok_utf8_feed(&s->utf8, piece, plen, s->text);
-        prev = tok;
-        if (on_token && on_token(user, tok, s->text, tlen)) {
-            st->stop_reason = 3;
-            break;
+/* Ends a generation: the held tail of an unfinished character, and the final stats. */
+static void finish(etch_session *s, int32_t reason, int32_t *token, const char **text, size_t *len) {
+    etch_stats *st = &s->stats;
+    if (!s->gen.done) st->stop_reason = reason;
+    s->gen.done = 1;
+    s->gen.active = 0;
+    *token = -1;
+    *len = tok_utf8_finish(&s->utf8, s->text);
+    *text = s->text;
+    st->generated_tokens = s->n_generated;
+    st->aggregate_sampling_time_ms = s->gen.sampling_us / 1000.0;
+    st->inference_end_ms = now_ms();
+}
+
+etch_status etch_generate_next(etch_session *s, int32_t *token, const char **text, size_t *len) {
+    static const char empty[] = "";
+    if (!s || !token || !text || !len) return ETCH_ERR_ARG;
+    *token = -1, *text = empty, *len = 0;
+    if (!s->gen.active) {
+        if (s->gen.done) return ETCH_OK; /* already ended: more calls keep saying so */
+        return rt_fail(s, ETCH_ERR_ARG, "etch_generate_next: no generation started (call etch_generate_start)");
+    }
+    const etch_program *p = s->prog;
+    const etch_method_meta *m = &p->meta;
+    etch_stats *st = &s->stats;
+    const etch_generate_config *cfg = &s->gen.cfg;
+    if (s->n_generated >= cfg->max_new_tokens) {
+        finish(s, 0, token, text, len);
+        return ETCH_OK;
+    }
+    if (s->n_generated > 0) {
+        if (is_eos(m, s->gen.prev)) {
+            finish(s, 1, token, text, len);
+            return ETCH_OK;
         }
-        if (is_eos(m, tok)) {
-            st->stop_reason = 1;
-            break;
+        if (s->gen.pos >= m->max_context_len) { /* the last token cannot be fed back */
+            finish(s, 2, token, text, len);
+            return ETCH_OK;
         }
-        if (i + 1 == cfg.max_new_tokens) break;
-        if (pos >= m->max_context_len) {
-            st->stop_reason = 2;
-            break;
+        etch_status rc = etch_forward(s, &s->gen.prev, 1, s->gen.pos, s->logits, 0);
+        if (rc) {
+            s->gen.active = 0;
+            return rc;
         }
-        rc = etch_forward(s, &tok, 1, pos, s->logits, 0);
-        if (rc) return rc;
-        pos++;
+        s->gen.pos++;
         st->model_execution_end_ms = now_ms();
     }
-    size_t tail = tok_utf8_finish(&s->utf8, s->text);
-    if (tail && on_token) on_token(user, -1, s->text, tail);
-    if (s->n_generated == 0) st->first_token_ms = st->prompt_eval_end_ms;
+    double t0 = base_now_us();
+    int32_t tok = sample(s, cfg, s->logits);
+    s->gen.sampling_us += base_now_us() - t0;
+    s->generated[s->n_generated++] = tok;
+    if (s->n_generated == 1) st->first_token_ms = now_ms();
+    size_t plen;
+    const char *piece = tok_piece(&p->tok, s->gen.prev, tok, TOK_SKIP_CONTROL, &plen);
+    *len = tok_utf8_feed(&s->utf8, piece, plen, s->text);
+    *text = s->text;
+    *token = tok;
+    s->gen.prev = tok;
     st->generated_tokens = s->n_generated;
-    st->aggregate_sampling_time_ms = sampling_us / 1000.0;
-    st->inference_end_ms = now_ms();
     return ETCH_OK;
+}
+
+void etch_generate_stop(etch_session *s) {
+    if (!s || !s->gen.active) return;
+    int32_t t;
+    const char *x;
+    size_t l;
+    finish(s, 3, &t, &x, &l);
+}
+
+etch_status etch_generate(etch_session *s, const char *prompt, const etch_generate_config *cfg,
+                          etch_token_callback on_token, void *user) {
+    etch_status rc = etch_generate_start(s, prompt, cfg);
+    if (rc) return rc;
+    for (;;) {
+        int32_t tok;
+        const char *text;
+        size_t len;
+        if ((rc = etch_generate_next(s, &tok, &text, &len))) return rc;
+        if (tok < 0) {
+            if (len && on_token) on_token(user, -1, text, len);
+            return ETCH_OK;
+        }
+        if (on_token && on_token(user, tok, text, len)) {
+            etch_generate_stop(s);
+            return ETCH_OK;
+        }
+    }
 }
 
 const int32_t *etch_session_prompt_ids(const etch_session *s, int32_t *n) {

@@ -40,6 +40,13 @@ struct etch_session {
     int32_t *chunks;        /* [max_context_len] prefill chunk sizes */
     etch_stats stats;
     uint64_t rng;
+    /* Generation in progress (etch_generate_start .. etch_generate_next). */
+    struct {
+        int active, done;
+        etch_generate_config cfg;
+        int32_t pos, prev;
+        double sampling_us;
+    } gen;
     char error[4096];
 };
 

@@ -1,0 +1,111 @@
+"""The Python package against the command line and the reference outputs (unittest, system python3).
+Environment: ETCH_LIBRARY (libetch.so), ETCH_BIN (the etch command), ETCH_MODELS_DIR, ETCH_TEST_TMP."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from etch import ETModelForCausalLM, EtchError, library_version  # noqa: E402
+
+BIN = os.environ["ETCH_BIN"]
+MODELS = os.environ.get("ETCH_MODELS_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "models")
+TOKS = os.environ.get("ETCH_TOKENIZERS_DIR") or os.path.join(MODELS, "..", "tokenizers")
+TMP = os.environ.get("ETCH_TEST_TMP") or tempfile.mkdtemp()
+S = os.path.join(MODELS, "stories260K")
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], check=True, capture_output=True, text=True).stdout
+
+
+class TestEtch(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(TMP, exist_ok=True)
+        cls.program = os.path.join(TMP, "py-stories.etch")
+        run("export", "--llama2c", os.path.join(S, "stories260K.bin"), "--tokenizer", os.path.join(S, "tok512.bin"),
+            "-o", cls.program)
+        cls.m = ETModelForCausalLM.from_pretrained(cls.program)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.close()
+
+    def test_version(self):
+        self.assertRegex(library_version(), r"^\d+\.\d+\.\d+$")
+
+    def test_greedy_equals_command_line_and_reference(self):
+        # 5 prompt tokens + 196 generated = 201: max_seq_len counts both, as in optimum-executorch.
+        text = self.m.text_generation("Once upon a time", max_seq_len=201)
+        cli = run("run", self.program, "-p", "Once upon a time", "-n", "196")
+        self.assertEqual(text + "\n", cli)
+        with open(os.path.join(S, "reference", "greedy_once_upon_a_time.txt"), encoding="utf-8") as f:
+            self.assertEqual(text + "\n", f.read())
+        with open(os.path.join(S, "reference", "greedy_ids.json"), encoding="utf-8") as f:
+            ids = json.load(f)["once_upon_a_time"]
+        got = [t.id for t in self.m.generate("Once upon a time", max_new_tokens=196)]
+        self.assertEqual(got, ids["generated_ids"])
+
+    def test_generate_streams_and_stops_early(self):
+        gen = self.m.generate("Once upon a time", max_new_tokens=50)
+        first = [next(gen) for _ in range(5)]
+        gen.close()
+        self.assertEqual([t.id for t in first], [432, 383, 286, 261, 376])
+        self.assertEqual(self.m.stats()["generated_tokens"], 5)
+
+    def test_forward_logits_buffer(self):
+        meta = self.m.method_meta()
+        last = self.m.forward([1, 403, 407], 0)
+        self.assertEqual(len(last), meta["vocab_size"])
+        allrows = self.m.forward([1, 403, 407], 0, all_logits=True)
+        self.assertEqual(len(allrows), 3 * meta["vocab_size"])
+        self.assertEqual(list(allrows[2 * meta["vocab_size"]:]), list(last))
+        self.assertEqual(max(range(len(last)), key=last.__getitem__), 261)  # "a" follows "Once upon"
+
+    def test_meta_and_stats(self):
+        meta = self.m.method_meta()
+        self.assertEqual((meta["max_seq_len"], meta["max_context_len"], meta["vocab_size"], meta["eos_ids"]), (128, 512, 512, [2]))
+        list(self.m.generate("Once", max_new_tokens=3))
+        st = self.m.stats()
+        for k in ("prompt_tokens", "generated_tokens", "model_load_start_ms", "inference_start_ms", "first_token_ms",
+                  "inference_end_ms", "aggregate_sampling_time_ms", "SCALING_FACTOR_UNITS_PER_SECOND"):
+            self.assertIn(k, st)
+        self.assertEqual(st["generated_tokens"], 3)
+
+    def test_errors_carry_etch_message(self):
+        with self.assertRaises(EtchError) as cm:
+            self.m.forward([1, 9999], 0)
+        self.assertIn("token id 9999 at index 1 is outside the vocabulary", str(cm.exception))
+        self.assertIn("method_meta", str(cm.exception))
+        self.assertEqual(cm.exception.status_name, "invalid input")
+        with self.assertRaises(EtchError) as cm:
+            ETModelForCausalLM.from_pretrained(os.path.join(S, "stories260K.bin") + ".missing")
+        self.assertIn("cannot open", str(cm.exception))
+        with self.assertRaises(EtchError) as cm:
+            list(self.m.generate("Once", max_new_tokens=1, temperature=-1))
+        self.assertIn("temperature", str(cm.exception))
+
+    def test_from_pretrained_exports_gguf_once(self):
+        gguf = os.path.join(TMP, "py-tiny.gguf")
+        run("synth", "--arch", "qwen3", "--tokenizer", os.path.join(TOKS, "qwen3", "tokenizer.json"), "--format", "gguf",
+            "--seed", "5", "-o", gguf)
+        cache = tempfile.mkdtemp(dir=TMP, prefix="py-cache-")
+        with ETModelForCausalLM.from_pretrained(gguf, cache_dir=cache, max_seq_len=16) as a:
+            self.assertEqual(a.method_meta()["max_seq_len"], 16)
+            self.assertEqual(a.method_meta()["model_type"], "qwen3")
+            out = a.text_generation("Hello", max_seq_len=6)
+            self.assertTrue(out.startswith("Hello"))
+            self.assertIn("<|im_start|>user\nHi<|im_end|>", a.chat_prompt("Hi"))
+        files = os.listdir(cache)
+        self.assertEqual(len(files), 1)
+        stamp = os.stat(os.path.join(cache, files[0])).st_mtime_ns
+        with ETModelForCausalLM.from_pretrained(gguf, cache_dir=cache, max_seq_len=16):
+            pass
+        self.assertEqual(os.stat(os.path.join(cache, files[0])).st_mtime_ns, stamp)  # reused, not exported again
+
+
+if __name__ == "__main__":
+    unittest.main()
