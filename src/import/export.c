@@ -86,24 +86,34 @@ static uint32_t fmt_of(int kern_type) {
     return kern_type == KERN_F32 ? FMT_DT_F32 : kern_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
 }
 
-/* The tensor's data in the target dtype: borrowed when it already is, else a converted copy
- * owned by *owned. */
-static const void *convert(const imp_tensor *t, int target, void **owned) {
+static void put_elem(void *out, size_t i, int target, float f) {
+    if (target == KERN_F32) ((float *)out)[i] = f;
+    else if (target == KERN_F16) ((uint16_t *)out)[i] = kern_f32_to_f16(f);
+    else ((uint16_t *)out)[i] = kern_f32_to_bf16(f);
+}
+
+/* The tensor in the program's form, owned by *owned: vectors converted to the target dtype (or
+ * borrowed when they already are), matrices converted and packed into 16-row panels, rows padded
+ * with zeros to a whole panel (kern_packed_index). *rows_out is the stored row count. */
+static const void *convert(const imp_tensor *t, int target, void **owned, uint64_t *rows_out) {
     *owned = NULL;
-    int same = (target == KERN_F32 && t->src_type == IMP_F32) || (target == KERN_F16 && t->src_type == IMP_F16) ||
-               (target == KERN_BF16 && t->src_type == IMP_BF16);
-    if (same) return t->data;
-    size_t n = (size_t)t->dims[0] * (t->ndim > 1 ? (size_t)t->dims[1] : 1);
-    void *out = malloc(n * kern_wsize(target));
-    if (!out) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        float f = src_at(t, i);
-        if (target == KERN_F32) ((float *)out)[i] = f;
-        else if (target == KERN_F16) ((uint16_t *)out)[i] = kern_f32_to_f16(f);
-        else ((uint16_t *)out)[i] = kern_f32_to_bf16(f);
+    *rows_out = t->dims[0];
+    if (!t->matrix) {
+        int same = (target == KERN_F32 && t->src_type == IMP_F32) || (target == KERN_F16 && t->src_type == IMP_F16) ||
+                   (target == KERN_BF16 && t->src_type == IMP_BF16);
+        if (same) return t->data;
+        void *out = malloc((size_t)t->dims[0] * kern_wsize(target));
+        if (!out) return NULL;
+        for (size_t i = 0; i < t->dims[0]; i++) put_elem(out, i, target, src_at(t, i));
+        return *owned = out;
     }
-    *owned = out;
-    return out;
+    int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d);
+    void *out = calloc((size_t)rows * (size_t)k, kern_wsize(target));
+    if (!out) return NULL;
+    for (int o = 0; o < d; o++)
+        for (int kk = 0; kk < k; kk++) put_elem(out, kern_packed_index(o, kk, k), target, src_at(t, (size_t)o * k + kk));
+    *rows_out = (uint64_t)rows;
+    return *owned = out;
 }
 
 const char imp_regex_gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -214,7 +224,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_str(w, "arch", "llama");
     fmt_put_str(w, "model_type", m->model_type);
     fmt_put_str(w, "dtype", dtype);
-    fmt_put_str(w, "weight_layout", "row-major [out, in]: the layout kern_matmul reads");
+    fmt_put_str(w, "weight_layout", "packed16");
     fmt_put_str(w, "chat_template", chat);
     fmt_put_i32(w, "source_context_len", m->context_len);
     fmt_put_str(w, "source", m->source);
@@ -238,12 +248,13 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     for (int32_t i = 0; i < m->n_tensors; i++) {
         const imp_tensor *t = &m->tensors[i];
         int target = t->matrix ? wtype : KERN_F32;
-        const void *data = convert(t, target, &conv[i]);
+        uint64_t dims[2] = {t->dims[0], t->dims[1]};
+        const void *data = convert(t, target, &conv[i], &dims[0]);
         if (!data) {
             st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the converted tensor '%s'", t->name);
             break;
         }
-        fmt_add_tensor(w, t->name, fmt_of(target), t->ndim, t->dims, data);
+        fmt_add_tensor(w, t->name, fmt_of(target), t->ndim, dims, data);
     }
     if (!st) st = fmt_writer_write(w, out_path, err);
     fmt_writer_free(w);

@@ -73,142 +73,133 @@ static inline float wload(const void *w, int wtype, size_t i) {
     return wtype == KERN_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
 }
 
-void kern_row_to_f32(float *dst, const void *w, int wtype, size_t row, int k) {
-    size_t base = row * (size_t)k;
-    if (wtype == KERN_F32) {
-        memcpy(dst, (const float *)w + base, (size_t)k * sizeof *dst);
-        return;
-    }
-    for (int i = 0; i < k; i++) dst[i] = wload(w, wtype, base + (size_t)i);
+void kern_packed_row(float *dst, const void *w, int wtype, int row, int k) {
+    for (int kk = 0; kk < k; kk++) dst[kk] = wload(w, wtype, kern_packed_index(row, kk, k));
 }
 
 /* ------------------------------------------------------------------ matmul */
 
-void kern_matmul_ref(float *y, const float *x, const void *w, int wtype, int n, int d, int k) {
+void kern_matmul_ref(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+                     int o_end) {
+    (void)d;
     for (int r = 0; r < n; r++)
-        for (int o = 0; o < d; o++) {
+        for (int o = o_begin; o < o_end; o++) {
             float acc = 0.0f;
-            for (int i = 0; i < k; i++) acc += x[(size_t)r * k + i] * wload(w, wtype, (size_t)o * k + i);
-            y[(size_t)r * d + o] = acc;
+            for (int kk = 0; kk < k; kk++) acc = fmaf(x[(size_t)r * k + kk], wload(w, wtype, kern_packed_index(o, kk, k)), acc);
+            y[(size_t)r * ldy + o] = acc;
         }
 }
 
-/* Portable variant: 8 partial sums per element (the compiler vectorizes them), reduced in a fixed
- * order, then the tail. Same order for every element whatever the tile. */
-static float dot8_portable(const float *a, const void *w, int wtype, size_t off, int k) {
-    float acc[8] = {0};
-    int i = 0;
-    if (wtype == KERN_F32) {
-        const float *b = (const float *)w + off;
-        for (; i + 8 <= k; i += 8)
-            for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
-    } else {
-        for (; i + 8 <= k; i += 8)
-            for (int j = 0; j < 8; j++) acc[j] += a[i + j] * wload(w, wtype, off + (size_t)(i + j));
+/* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel, 16 outputs at
+ * a time, with separate multiply and add; it agrees with the twin to rounding, not bit for bit. */
+static void matmul_portable(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k,
+                            int o_begin, int o_end) {
+    (void)d;
+    for (int p0 = o_begin; p0 < o_end; p0 += KERN_PANEL) {
+        int cols = o_end - p0 < KERN_PANEL ? o_end - p0 : KERN_PANEL;
+        size_t base = (size_t)(p0 / KERN_PANEL) * (size_t)k * KERN_PANEL;
+        for (int r = 0; r < n; r++) {
+            float acc[KERN_PANEL] = {0};
+            const float *xr = x + (size_t)r * k;
+            for (int kk = 0; kk < k; kk++)
+                for (int j = 0; j < KERN_PANEL; j++) acc[j] += xr[kk] * wload(w, wtype, base + (size_t)kk * KERN_PANEL + (size_t)j);
+            for (int j = 0; j < cols; j++) y[(size_t)r * ldy + p0 + j] = acc[j];
+        }
     }
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < k; i++) s += a[i] * wload(w, wtype, off + (size_t)i);
-    return s;
-}
-
-static void matmul_portable(float *y, const float *x, const void *w, int wtype, int n, int d, int k) {
-    /* Rows of w outermost: each weight row is read once from memory and reused from cache for all
-     * n rows of x. */
-    for (int o = 0; o < d; o++)
-        for (int r = 0; r < n; r++)
-            y[(size_t)r * d + o] = dot8_portable(x + (size_t)r * k, w, wtype, (size_t)o * k, k);
 }
 
 #ifdef KERN_X86
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INLINE __attribute__((always_inline)) inline
 
-AVX2 static inline float hsum8(__m256 v) {
-    /* lanes (0+4, 1+5, 2+6, 3+7), then ((0+2), (1+3)), then 0+1: the same tree for every element */
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
+enum { sizeof_f32 = 4, sizeof_f16 = 2, sizeof_bf16 = 2 };
 
 /* Eight weights widened to f32 in registers. */
-AVX2 static inline __m256 load8_f32(const void *w, size_t i) { return _mm256_loadu_ps((const float *)w + i); }
-AVX2 static inline __m256 load8_f16(const void *w, size_t i) {
+AVX2 static INLINE __m256 load8_f32(const void *w, size_t i) { return _mm256_loadu_ps((const float *)w + i); }
+AVX2 static INLINE __m256 load8_f16(const void *w, size_t i) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
 }
-AVX2 static inline __m256 load8_bf16(const void *w, size_t i) {
+AVX2 static INLINE __m256 load8_bf16(const void *w, size_t i) {
     __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-/* One template, three weight types: a one-element dot product and a 4 x 2 tile (8 accumulators)
- * with the same lane-wise FMA chain and reduction, so every element is computed alike. */
-#define DEFINE_MATMUL(T, WT)                                                                          \
-    AVX2 static float dot_##T(const float *a, const void *w, size_t off, int k) {                    \
-        __m256 acc = _mm256_setzero_ps();                                                             \
-        int i = 0;                                                                                    \
-        for (; i + 8 <= k; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8_##T(w, off + (size_t)i), acc); \
-        float s = hsum8(acc);                                                                         \
-        for (; i < k; i++) s = fmaf(a[i], wload(w, WT, off + (size_t)i), s);                          \
-        return s;                                                                                     \
-    }                                                                                                 \
-    AVX2 static void tile_##T(float *y, const float *x, const void *w, size_t off, int d, int k) {   \
-        const float *x0 = x, *x1 = x + k, *x2 = x + 2 * (size_t)k, *x3 = x + 3 * (size_t)k;           \
-        size_t o0 = off, o1 = off + (size_t)k;                                                        \
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,      \
-               a30 = a00, a31 = a00;                                                                  \
-        int i = 0;                                                                                    \
-        for (; i + 8 <= k; i += 8) {                                                                  \
-            __m256 b0 = load8_##T(w, o0 + (size_t)i), b1 = load8_##T(w, o1 + (size_t)i);              \
-            __m256 v = _mm256_loadu_ps(x0 + i);                                                       \
-            a00 = _mm256_fmadd_ps(v, b0, a00);                                                        \
-            a01 = _mm256_fmadd_ps(v, b1, a01);                                                        \
-            v = _mm256_loadu_ps(x1 + i);                                                              \
-            a10 = _mm256_fmadd_ps(v, b0, a10);                                                        \
-            a11 = _mm256_fmadd_ps(v, b1, a11);                                                        \
-            v = _mm256_loadu_ps(x2 + i);                                                              \
-            a20 = _mm256_fmadd_ps(v, b0, a20);                                                        \
-            a21 = _mm256_fmadd_ps(v, b1, a21);                                                        \
-            v = _mm256_loadu_ps(x3 + i);                                                              \
-            a30 = _mm256_fmadd_ps(v, b0, a30);                                                        \
-            a31 = _mm256_fmadd_ps(v, b1, a31);                                                        \
-        }                                                                                             \
-        float s[8] = {hsum8(a00), hsum8(a01), hsum8(a10), hsum8(a11),                                 \
-                      hsum8(a20), hsum8(a21), hsum8(a30), hsum8(a31)};                                \
-        const float *xr[4] = {x0, x1, x2, x3};                                                        \
-        for (int r = 0; r < 4; r++)                                                                   \
-            for (int c = 0; c < 2; c++) {                                                             \
-                float v = s[r * 2 + c];                                                               \
-                size_t wo = c ? o1 : o0;                                                              \
-                for (int t = i; t < k; t++) v = fmaf(xr[r][t], wload(w, WT, wo + (size_t)t), v);      \
-                y[(size_t)r * d + c] = v;                                                             \
-            }                                                                                         \
-    }                                                                                                 \
-    AVX2 static void matmul_##T(float *y, const float *x, const void *w, int n, int d, int k) {      \
-        /* Blocks of output columns small enough that their weight rows stay in cache while every  \
-         * row of x streams past them. */                                                          \
-        const int ob = 64;                                                                            \
-        for (int b0 = 0; b0 < d; b0 += ob) {                                                          \
-            int b1 = b0 + ob < d ? b0 + ob : d;                                                       \
-            int r = 0;                                                                                \
-            for (; r + 4 <= n; r += 4) {                                                              \
-                int o = b0;                                                                           \
-                for (; o + 2 <= b1; o += 2)                                                           \
-                    tile_##T(y + (size_t)r * d + o, x + (size_t)r * k, w, (size_t)o * k, d, k);       \
-                for (; o < b1; o++)                                                                   \
-                    for (int rr = r; rr < r + 4; rr++)                                                \
-                        y[(size_t)rr * d + o] = dot_##T(x + (size_t)rr * k, w, (size_t)o * k, k);     \
-            }                                                                                         \
-            for (; r < n; r++)                                                                        \
-                for (int o = b0; o < b1; o++) y[(size_t)r * d + o] = dot_##T(x + (size_t)r * k, w, (size_t)o * k, k); \
-        }                                                                                             \
+AVX2 static INLINE void store_cols(float *y, __m256 a, __m256 b, int cols) {
+    if (cols == KERN_PANEL) {
+        _mm256_storeu_ps(y, a);
+        _mm256_storeu_ps(y + 8, b);
+        return;
+    }
+    float t[KERN_PANEL];
+    _mm256_storeu_ps(t, a);
+    _mm256_storeu_ps(t + 8, b);
+    memcpy(y, t, (size_t)cols * sizeof *t);
+}
+
+/* One template, three weight types:
+ *   tile:  R rows (1..6) x one panel (16 outputs): 2R accumulators; per kk two weight loads,
+ *          R broadcasts, 2R FMAs. Prefill.
+ *   gemv4: one row x four panels (64 outputs): 8 accumulators, so eight independent FMA chains
+ *          hide the latency while the weights stream from memory. Decode. */
+#define DEFINE_MATMUL(T)                                                                               \
+    AVX2 static INLINE void tile_##T(float *y, int ldy, const float *x, int k, const void *w, size_t off, int R, \
+                                     int cols) {                                                       \
+        __m256 a0[6], a1[6];                                                                           \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();       \
+        for (int kk = 0; kk < k; kk++) {                                                               \
+            __m256 w0 = load8_##T(w, off + (size_t)kk * 16), w1 = load8_##T(w, off + (size_t)kk * 16 + 8); \
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                      \
+                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * k + kk);                               \
+                a0[r] = _mm256_fmadd_ps(xb, w0, a0[r]);                                                \
+                a1[r] = _mm256_fmadd_ps(xb, w1, a1[r]);                                                \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols); \
+    }                                                                                                  \
+    AVX2 static void gemv4_##T(float *y, const float *x, int k, const void *w, size_t off, size_t stride) { \
+        __m256 a[8];                                                                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();                \
+        for (int kk = 0; kk < k; kk++) {                                                               \
+            __m256 xb = _mm256_broadcast_ss(x + kk);                                                   \
+            size_t o = off + (size_t)kk * 16;                                                          \
+            if (!(kk & 1)) /* one cache line per stream every two steps, 1 KiB ahead */               \
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)                                    \
+                    _mm_prefetch((const char *)w + (o + p * stride) * sizeof_##T + 1024, _MM_HINT_T0); \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                      \
+                a[2 * p] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride), a[2 * p]);                \
+                a[2 * p + 1] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride + 8), a[2 * p + 1]);    \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, a[2 * p], a[2 * p + 1], KERN_PANEL); \
+    }                                                                                                  \
+    AVX2 static void matmul_##T(float *y, int ldy, const float *x, const void *w, int n, int d, int k, int ob, int oe) { \
+        (void)d;                                                                                       \
+        size_t stride = (size_t)k * KERN_PANEL; /* one panel */                                        \
+        int p0 = ob;                                                                                   \
+        if (n == 1)                                                                                    \
+            for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL)                                    \
+                gemv4_##T(y + p0, x, k, w, (size_t)(p0 / KERN_PANEL) * stride, stride);                \
+        for (; p0 < oe; p0 += KERN_PANEL) {                                                            \
+            int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL;                                    \
+            size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                           \
+            int r = 0;                                                                                 \
+            for (; r + 6 <= n; r += 6) tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 6, cols); \
+            switch (n - r) { /* the tail, with the row count known to the compiler */                 \
+            case 5: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 5, cols); break; \
+            case 4: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 4, cols); break; \
+            case 3: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 3, cols); break; \
+            case 2: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 2, cols); break; \
+            case 1: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 1, cols); break; \
+            }                                                                                          \
+        }                                                                                              \
     }
 
-DEFINE_MATMUL(f32, KERN_F32)
-DEFINE_MATMUL(f16, KERN_F16)
-DEFINE_MATMUL(bf16, KERN_BF16)
+DEFINE_MATMUL(f32)
+DEFINE_MATMUL(f16)
+DEFINE_MATMUL(bf16)
 #endif
 
-typedef void (*matmul_fn)(float *, const float *, const void *, int, int, int);
+typedef void (*matmul_fn)(float *, int, const float *, const void *, int, int, int, int, int);
 static matmul_fn matmul_impl[3];
 static int use_portable = 1, force_portable = 0;
 
@@ -233,9 +224,10 @@ void kern_force_portable(int on) {
     kern_init();
 }
 
-void kern_matmul(float *y, const float *x, const void *w, int wtype, int n, int d, int k) {
-    if (use_portable) matmul_portable(y, x, w, wtype, n, d, k);
-    else matmul_impl[wtype](y, x, w, n, d, k);
+void kern_matmul(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+                 int o_end) {
+    if (use_portable) matmul_portable(y, ldy, x, w, wtype, n, d, k, o_begin, o_end);
+    else matmul_impl[wtype](y, ldy, x, w, n, d, k, o_begin, o_end);
 }
 
 /* ------------------------------------------------------------------ the rest */
@@ -299,13 +291,13 @@ void kern_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
-void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores) {
+void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end) {
     int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float norm = sqrtf((float)head_dim);
     for (int r = 0; r < n; r++) {
         int len = start_pos + r + 1; /* causal: keys 0 .. start_pos + r */
-        for (int h = 0; h < n_heads; h++) {
+        for (int h = h_begin; h < h_end; h++) {
             const float *qh = q + ((size_t)r * n_heads + h) * head_dim;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {
@@ -324,6 +316,53 @@ void kern_attention(float *out, const float *q, const float *k_cache, const floa
             }
         }
     }
+}
+
+#ifdef KERN_X86
+/* q.k over head_dim with 8 lanes (head_dim a multiple of 8), and out += a * v. */
+AVX2 static float dot_hd(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static void axpy_hd(float *o, float a, const float *v, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+}
+
+AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                                int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin,
+                                int h_end) {
+    int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
+    float norm = sqrtf((float)head_dim);
+    for (int r = 0; r < n; r++) {
+        int len = start_pos + r + 1;
+        for (int h = h_begin; h < h_end; h++) {
+            const float *qh = q + ((size_t)r * n_heads + h) * head_dim;
+            const float *kbase = k_cache + (size_t)(h / group) * head_dim, *vbase = v_cache + (size_t)(h / group) * head_dim;
+            for (int t = 0; t < len; t++) scores[t] = dot_hd(qh, kbase + (size_t)t * kv_dim, head_dim) / norm;
+            kern_softmax(scores, len);
+            float *oh = out + ((size_t)r * n_heads + h) * head_dim;
+            memset(oh, 0, (size_t)head_dim * sizeof *oh);
+            for (int t = 0; t < len; t++) axpy_hd(oh, scores[t], vbase + (size_t)t * kv_dim, head_dim);
+        }
+    }
+}
+#endif
+
+void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                    int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end) {
+#ifdef KERN_X86
+    if (!use_portable && head_dim % 8 == 0) {
+        attention_avx2(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, h_begin, h_end);
+        return;
+    }
+#endif
+    kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, h_begin, h_end);
 }
 
 void kern_swiglu(float *h, const float *g, size_t n) {

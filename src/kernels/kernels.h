@@ -20,15 +20,29 @@ float kern_f16_to_f32(uint16_t h);
 uint16_t kern_f32_to_f16(float f);
 float kern_bf16_to_f32(uint16_t b);
 uint16_t kern_f32_to_bf16(float f);
-/* dst[i] = w[row * k + i] widened to f32, for i < k. */
-void kern_row_to_f32(float *dst, const void *w, int wtype, size_t row, int k);
+/* Packed matrices. A weight matrix W[d, k] (one row per output, as PyTorch's Linear stores it) is
+ * packed at export into ceil(d/16) panels of 16 rows; panel p holds, for each kk in 0..k-1, the 16
+ * values W[16p + j][kk], j = 0..15, next to each other (rows past d are zero). Element (o, kk) is at
+ * ((o / 16) * k + kk) * 16 + o % 16. One step of the micro-kernel reads 16 consecutive weights. */
+#define KERN_PANEL 16
+static inline size_t kern_packed_index(int o, int kk, int k) {
+    return ((size_t)(o / KERN_PANEL) * (size_t)k + (size_t)kk) * KERN_PANEL + (size_t)(o % KERN_PANEL);
+}
+/* Rows of a packed matrix with d outputs: d rounded up to a whole panel. */
+static inline int kern_packed_rows(int d) { return (d + KERN_PANEL - 1) / KERN_PANEL * KERN_PANEL; }
+/* dst[kk] = W[row][kk] widened to f32 (an embedding lookup in a packed table). */
+void kern_packed_row(float *dst, const void *w, int wtype, int row, int k);
 
-/* y[n, d] = x[n, k] . w[d, k]^T  (w row-major: one row per output, as PyTorch's Linear stores it),
- * w of type wtype (widened in registers: F16C for f16, a shift for bf16).
- * Every y element is reduced over k in the same order whatever n is, so a row's result does not
- * depend on which other rows share the call (batched and one-row calls agree bit for bit). */
-void kern_matmul(float *y, const float *x, const void *w, int wtype, int n, int d, int k);
-void kern_matmul_ref(float *y, const float *x, const void *w, int wtype, int n, int d, int k);
+/* y[r, o] = sum over kk of x[r, kk] * W[o, kk], for r < n and o in [o_begin, o_end) (o_begin a
+ * multiple of 16; o_end a multiple of 16 or d). x is [n, k] row-major, y has row stride ldy, W is
+ * packed and of type wtype (widened in registers: F16C for f16, a shift for bf16).
+ * Every element is one fused multiply-add chain over kk in order, whatever n and the tiling are:
+ * the AVX2 kernel equals the reference twin bit for bit, and a row's result does not depend on the
+ * other rows of the call (batched and one-token prefill agree exactly). */
+void kern_matmul(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+                 int o_end);
+void kern_matmul_ref(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+                     int o_end);
 /* Forces the portable variant (tests use it to compare both paths). */
 void kern_force_portable(int on);
 
@@ -48,13 +62,16 @@ void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_fre
  * (Hugging Face rotate_half). Pair i turns by position * inv_freq[i]. */
 void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const float *inv_freq, int style);
 
-/* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache.
+/* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for heads
+ * h_begin .. h_end-1 (threads split the heads).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
  *   k_cache, v_cache: [>= start_pos+n, n_kv_heads*head_dim] (rows are positions)
  *   scores: scratch [start_pos+n]
  * Query r sees keys 0 .. start_pos+r. Heads share KV heads in groups (GQA). */
 void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores);
+                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
+void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
 
 /* h[i] = silu(g[i]) * h[i], for i < n. */
 void kern_swiglu(float *h, const float *g, size_t n);

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-etch_status model_state_new(const model_config *c, model_state *s, etch_error *err) {
+etch_status model_state_new(const model_config *c, int n_threads, model_state *s, etch_error *err) {
     memset(s, 0, sizeof *s);
+    s->n_threads = n_threads;
     size_t rows = (size_t)c->max_seq_len, q_dim = (size_t)c->n_heads * c->head_dim;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
     size_t cache = (size_t)c->n_layers * c->max_context_len * kv_dim;
@@ -16,7 +17,7 @@ etch_status model_state_new(const model_config *c, model_state *s, etch_error *e
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
-        {&s->scores, (size_t)c->max_context_len},
+        {&s->scores, (size_t)n_threads * c->max_context_len},
         {&s->k_cache, cache},            {&s->v_cache, cache},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
@@ -47,13 +48,82 @@ static void add_bias(float *x, const float *b, int n, int d) {
         for (int i = 0; i < d; i++) x[(size_t)r * d + i] += b[i];
 }
 
-void model_forward(const model_config *c, const model_weights *w, model_state *s, const int32_t *tokens, int n,
-                   int start_pos, float *logits, int all_logits) {
+/* ---- parallel regions: each worker takes a share of the output panels, or of the heads */
+
+typedef struct mm_job {
+    float *y;
+    const float *x;
+    const void *w;
+    int wtype, n, d, k;
+} mm_job;
+
+static void mm_task(void *ctx, int i, int nw) {
+    const mm_job *j = ctx;
+    int b, e;
+    base_split(j->d, nw, i, KERN_PANEL, &b, &e);
+    if (b < e) kern_matmul(j->y, j->d, j->x, j->w, j->wtype, j->n, j->d, j->k, b, e);
+}
+
+/* Several matmuls over the same input in one parallel region (q, k, v; gate, up): one barrier
+ * instead of one per matrix. Each worker takes its share of every matrix. */
+typedef struct mm_group {
+    mm_job j[3];
+    int count;
+} mm_group;
+
+static void mm_group_task(void *ctx, int i, int nw) {
+    const mm_group *g = ctx;
+    for (int m = 0; m < g->count; m++) mm_task((void *)&g->j[m], i, nw);
+}
+
+/* Below this many multiply-adds a matmul runs on the calling thread: waking the pool would cost
+ * more than the work (stories260K's 64 x 64 layers). */
+#define MM_PARALLEL_MIN (1 << 18)
+
+/* y[n, d] = x[n, k] . W^T over the pool. */
+static void matmul(base_pool *pool, float *y, const float *x, const void *w, int wtype, int n, int d, int k) {
+    mm_job j = {y, x, w, wtype, n, d, k};
+    if ((int64_t)n * d * k < MM_PARALLEL_MIN) mm_task(&j, 0, 1);
+    else base_pool_run(pool, mm_task, &j);
+}
+
+typedef struct att_job {
+    const model_config *c;
+    model_state *s;
+    const float *kc, *vc;
+    int n, start_pos;
+} att_job;
+
+static void att_task(void *ctx, int i, int nw) {
+    const att_job *j = ctx;
+    const model_config *c = j->c;
+    int b, e;
+    base_split(c->n_heads, nw, i, 1, &b, &e);
+    if (b < e)
+        kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, c->n_heads, c->n_kv_heads, c->head_dim,
+                       j->s->scores + (size_t)i * c->max_context_len, b, e);
+}
+
+typedef struct swiglu_job {
+    float *h;
+    const float *g;
+    int n;
+} swiglu_job;
+
+static void swiglu_task(void *ctx, int i, int nw) {
+    const swiglu_job *j = ctx;
+    int b, e;
+    base_split(j->n, nw, i, 64, &b, &e);
+    if (b < e) kern_swiglu(j->h + b, j->g + b, (size_t)(e - b));
+}
+
+void model_forward(const model_config *c, const model_weights *w, model_state *s, base_pool *pool,
+                   const int32_t *tokens, int n, int start_pos, float *logits, int all_logits) {
     const int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
     const size_t layer_cache = (size_t)c->max_context_len * kv_dim;
     const int wt = c->wtype;
 
-    for (int r = 0; r < n; r++) kern_row_to_f32(s->x + (size_t)r * dim, w->tok_embd, wt, (size_t)tokens[r], dim);
+    for (int r = 0; r < n; r++) kern_packed_row(s->x + (size_t)r * dim, w->tok_embd, wt, tokens[r], dim);
 
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
@@ -62,9 +132,11 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
         /* attention: q, k, v for all n rows; k and v land directly in the cache rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
-        kern_matmul(s->q, s->xb, L->wq, wt, n, q_dim, dim);
-        kern_matmul(k_rows, s->xb, L->wk, wt, n, kv_dim, dim);
-        kern_matmul(v_rows, s->xb, L->wv, wt, n, kv_dim, dim);
+        mm_group qkv = {{{s->q, s->xb, L->wq, wt, n, q_dim, dim},
+                         {k_rows, s->xb, L->wk, wt, n, kv_dim, dim},
+                         {v_rows, s->xb, L->wv, wt, n, kv_dim, dim}}, 3};
+        if ((int64_t)n * (q_dim + 2 * kv_dim) * dim < MM_PARALLEL_MIN) mm_group_task(&qkv, 0, 1);
+        else base_pool_run(pool, mm_group_task, &qkv);
         if (c->qkv_bias) {
             add_bias(s->q, L->bq, n, q_dim);
             add_bias(k_rows, L->bk, n, kv_dim);
@@ -76,16 +148,22 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         }
         kern_rope(s->q, n, c->n_heads, hd, start_pos, c->inv_freq, c->rope_style);
         kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, c->inv_freq, c->rope_style);
-        kern_attention(s->xb, s->q, kc, vc, n, start_pos, c->n_heads, c->n_kv_heads, hd, s->scores);
-        kern_matmul(s->proj, s->xb, L->wo, wt, n, dim, q_dim);
+        att_job aj = {c, s, kc, vc, n, start_pos};
+        if ((int64_t)n * (start_pos + n) * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
+        else base_pool_run(pool, att_task, &aj);
+        matmul(pool, s->proj, s->xb, L->wo, wt, n, dim, q_dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(silu(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
-        kern_matmul(s->hb, s->xb, L->w_up, wt, n, c->hidden_dim, dim);
-        kern_matmul(s->hb2, s->xb, L->w_gate, wt, n, c->hidden_dim, dim);
-        kern_swiglu(s->hb, s->hb2, (size_t)n * c->hidden_dim);
-        kern_matmul(s->proj, s->hb, L->w_down, wt, n, dim, c->hidden_dim);
+        mm_group ffn = {{{s->hb, s->xb, L->w_up, wt, n, c->hidden_dim, dim},
+                         {s->hb2, s->xb, L->w_gate, wt, n, c->hidden_dim, dim}}, 2};
+        if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
+        else base_pool_run(pool, mm_group_task, &ffn);
+        swiglu_job sj = {s->hb, s->hb2, n * c->hidden_dim};
+        if (n * c->hidden_dim < (1 << 14)) swiglu_task(&sj, 0, 1);
+        else base_pool_run(pool, swiglu_task, &sj);
+        matmul(pool, s->proj, s->hb, L->w_down, wt, n, dim, c->hidden_dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
 
@@ -93,5 +171,5 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     /* The classifier runs only on the rows asked for: the last one, unless all are wanted. */
     int first = all_logits ? 0 : n - 1, rows = n - first;
     kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
-    kern_matmul(logits, s->xb, w->output, wt, rows, c->vocab_size, dim);
+    matmul(pool, logits, s->xb, w->output, wt, rows, c->vocab_size, dim);
 }

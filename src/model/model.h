@@ -4,6 +4,7 @@
 #define ETCH_MODEL_H
 
 #include "../base/base.h"
+#include "../base/pool.h"
 
 typedef struct model_config {
     int dim;          /* hidden size */
@@ -20,8 +21,8 @@ typedef struct model_config {
     int qk_norm;         /* Qwen3: RMSNorm over each head of q and k before RoPE */
 } model_config;
 
-/* Views into the program's mapping; shapes are [rows, cols] row-major. Matrices are of type
- * config.wtype; norms and biases are always f32. */
+/* Views into the program's mapping. Matrices are packed in 16-row panels (kern_packed_index) and of
+ * type config.wtype; shapes below are the logical [out, in]. Norms and biases are always f32. */
 typedef struct model_layer {
     const float *attn_norm; /* [dim] */
     const void *wq;         /* [n_heads * head_dim, dim] */
@@ -51,19 +52,20 @@ typedef struct model_state {
     float *proj;     /* [max_seq_len, dim] output of wo and w_down */
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
-    float *scores;   /* [max_context_len] */
+    float *scores;   /* [n_threads, max_context_len]: one attention score row per worker */
+    int n_threads;
     float *k_cache;  /* [n_layers, max_context_len, kv_dim] */
     float *v_cache;  /* [n_layers, max_context_len, kv_dim] */
     size_t bytes;    /* total allocated */
 } model_state;
 
-etch_status model_state_new(const model_config *c, model_state *s, etch_error *err);
+etch_status model_state_new(const model_config *c, int n_threads, model_state *s, etch_error *err);
 void model_state_free(model_state *s);
 
 /* The forward pass of tokens[n] at positions start_pos .. start_pos+n-1. The caller has checked
  * the inputs (1 <= n <= max_seq_len, start_pos+n <= max_context_len, ids in range).
  * logits: NULL, [vocab] for the last row, or [n, vocab] when all_logits. */
-void model_forward(const model_config *c, const model_weights *w, model_state *s, const int32_t *tokens, int n,
-                   int start_pos, float *logits, int all_logits);
+void model_forward(const model_config *c, const model_weights *w, model_state *s, base_pool *pool,
+                   const int32_t *tokens, int n, int start_pos, float *logits, int all_logits);
 
 #endif

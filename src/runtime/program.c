@@ -63,7 +63,8 @@ static etch_status opt_str(const etch_program *p, const char *path, const char *
     return fmt_find_meta(&p->file, key) ? need_str(p, path, key, v, err) : ETCH_OK;
 }
 
-/* A tensor: present, of the given dtype, and exactly the shape the config implies (cols 0: a vector). */
+/* A tensor: present, of the given dtype, and exactly the shape the config implies (cols 0: a vector).
+ * Matrices are packed in 16-row panels, so their stored row count is rounded up to a panel. */
 static etch_status need_tensor(const etch_program *p, const char *path, const char *name, uint32_t dtype,
                                uint64_t rows, uint64_t cols, const void **out, etch_error *err) {
     const fmt_tensor *t = fmt_find_tensor(&p->file, name);
@@ -83,6 +84,11 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     etch_method_meta *m = &p->meta;
     const int32_t big = 1 << 20;
     etch_status st;
+    const char *layout;
+    if ((st = need_str(p, path, "weight_layout", &layout, err))) return st;
+    if (strcmp(layout, "packed16"))
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: weight_layout '%s' is not supported (packed16): re-export it", path,
+                         layout);
     if ((st = need_str(p, path, "arch", &m->arch, err)) || (st = need_str(p, path, "dtype", &m->dtype, err)) ||
         (st = need_str(p, path, "rope_style", &m->rope_style, err)) ||
         (st = need_str(p, path, "tokenizer.model", &m->tokenizer, err)))
@@ -174,11 +180,12 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
     w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer table", path);
     etch_status st;
-    if ((st = need_tensor(p, path, "token_embd.weight", wt, (uint64_t)c->vocab_size, dim, &w->tok_embd, err)) ||
+    uint64_t vocab_rows = (uint64_t)kern_packed_rows(c->vocab_size);
+    if ((st = need_tensor(p, path, "token_embd.weight", wt, vocab_rows, dim, &w->tok_embd, err)) ||
         (st = need_tensor(p, path, "output_norm.weight", FMT_DT_F32, dim, 0, (const void **)&w->out_norm, err)))
         return st;
     if (p->meta.tied_embeddings) w->output = w->tok_embd;
-    else if ((st = need_tensor(p, path, "output.weight", wt, (uint64_t)c->vocab_size, dim, &w->output, err)))
+    else if ((st = need_tensor(p, path, "output.weight", wt, vocab_rows, dim, &w->output, err)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         model_layer *L = &w->layers[l];
@@ -202,7 +209,8 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
             if (!t[i].want) continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s", l, t[i].name);
-            if ((st = need_tensor(p, path, name, t[i].dtype, t[i].rows, t[i].cols, t[i].dst, err))) return st;
+            uint64_t rows = t[i].cols ? (uint64_t)kern_packed_rows((int)t[i].rows) : t[i].rows;
+            if ((st = need_tensor(p, path, name, t[i].dtype, rows, t[i].cols, t[i].dst, err))) return st;
         }
     }
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {

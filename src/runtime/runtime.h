@@ -27,6 +27,7 @@ typedef struct rt_cand {
 
 struct etch_session {
     etch_program *prog;     /* borrowed */
+    base_pool *pool;        /* owned: created once with the session */
     model_state st;
     float *logits;          /* [vocab] */
     rt_cand *cand;          /* [vocab] sampling scratch */

@@ -14,15 +14,23 @@ etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) {
 }
 
 etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err) {
+    return etch_session_new_threads(p, 0, out, err);
+}
+
+etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_session **out, etch_error *err) {
     base_clear(err);
+    if (n_threads < 0 || n_threads > 256) return base_fail(err, ETCH_ERR_ARG, "threads %d is outside 0..256", n_threads);
+    if (n_threads == 0) n_threads = base_physical_cores();
     if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: out is NULL");
     *out = NULL;
     if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: program is NULL");
     etch_session *s = calloc(1, sizeof *s);
     if (!s) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a session");
     s->prog = p;
-    etch_status st = model_state_new(&p->cfg, &s->st, err);
+    etch_status st = model_state_new(&p->cfg, n_threads, &s->st, err);
+    if (!st) st = base_pool_new(n_threads, &s->pool, err);
     if (st) {
+        model_state_free(&s->st);
         free(s);
         return st;
     }
@@ -44,12 +52,15 @@ etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *er
 
 void etch_session_free(etch_session *s) {
     if (!s) return;
+    base_pool_free(s->pool);
     model_state_free(&s->st);
     free(s->logits), free(s->cand), free(s->text), free(s->prompt), free(s->generated), free(s->chunks);
     free(s);
 }
 
 const char *etch_session_error(const etch_session *s) { return s ? s->error : "session is NULL"; }
+
+int etch_session_threads(const etch_session *s) { return s ? base_pool_size(s->pool) : 0; }
 
 /* Appends the method metadata and the inputs of a forward call to buf: what ExecuTorch's runner
  * prints when a call fails, so a wrong call can be read off the message. */
@@ -121,7 +132,7 @@ etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int3
         describe_call(p, tokens, n, start_pos, s->error, sizeof s->error);
         return ETCH_ERR_INPUT;
     }
-    model_forward(&p->cfg, &p->w, &s->st, tokens, n, start_pos, logits, all_logits);
+    model_forward(&p->cfg, &p->w, &s->st, s->pool, tokens, n, start_pos, logits, all_logits);
     return ETCH_OK;
 }
 
