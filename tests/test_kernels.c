@@ -168,8 +168,8 @@ static void test_rope(void) {
 }
 
 static void test_attention(void) {
-    enum { NH = 4, NKV = 2, HD = 8, START = 5, N = 6, CTX = START + N };
-    float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[CTX];
+    enum { NH = 4, NKV = 2, HD = 32, START = 5, N = 11, CTX = START + N }; /* N = 11: two blocks of four rows and three single rows */
+    float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[4 * CTX];
     fill(q, sizeof q / sizeof *q);
     fill(kc, sizeof kc / sizeof *kc);
     fill(vc, sizeof vc / sizeof *vc);

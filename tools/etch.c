@@ -16,6 +16,7 @@
 #include <time.h>
 
 static const char *cmd_name = "etch";
+int cmd_bench(int argc, char **argv); /* tools/bench.c */
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die_usage(const char *fmt, ...) {
@@ -845,6 +846,7 @@ static const char main_help[] =
     "  inspect    print a program's method metadata and tensors, verify its checksums\n"
     "  tokenize   print the token ids of a text (or the text of ids)\n"
     "  synth      write a model with seeded random weights (Hugging Face folder or GGUF)\n"
+    "  bench      measure prefill, decode, time to first token, against the machine's peaks\n"
     "  version    print the version\n";
 
 int main(int argc, char **argv) {
@@ -866,5 +868,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "inspect")) return cmd_inspect(argc - 1, argv + 1);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
+    if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     return die_usage("unknown command '%s'", c);
 }

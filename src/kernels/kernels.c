@@ -319,19 +319,106 @@ void kern_attention_ref(float *out, const float *q, const float *k_cache, const 
 }
 
 #ifdef KERN_X86
-/* q.k over head_dim with 8 lanes (head_dim a multiple of 8), and out += a * v. */
-AVX2 static float dot_hd(const float *a, const float *b, int n) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+AVX2 static INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
 
-AVX2 static void axpy_hd(float *o, float a, const float *v, int n) {
-    __m256 av = _mm256_set1_ps(a);
-    for (int i = 0; i < n; i += 8) _mm256_storeu_ps(o + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(v + i), _mm256_loadu_ps(o + i)));
+/* scores[t] = q . k_t / norm for t < len: eight keys at a time, eight independent FMA chains. */
+AVX2 static void qk_scores(float *scores, const float *q, const float *kbase, size_t stride, int len, int hd, float norm) {
+    int t = 0;
+    for (; t + 8 <= len; t += 8) {
+        __m256 a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) {
+            __m256 qv = _mm256_loadu_ps(q + i);
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kbase + (size_t)(t + j) * stride + i), a[j]);
+        }
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) scores[t + j] = hsum(a[j]) / norm;
+    }
+    for (; t < len; t++) {
+        __m256 a = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
+        scores[t] = hsum(a) / norm;
+    }
+}
+
+/* out = sum over t of scores[t] * v_t: 64 output lanes at a time (eight chains) over all keys. */
+AVX2 static void av_sum(float *out, const float *scores, const float *vbase, size_t stride, int len, int hd) {
+    int i = 0;
+    for (; i + 64 <= hd; i += 64) {
+        __m256 a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        for (int t = 0; t < len; t++) {
+            __m256 s = _mm256_broadcast_ss(scores + t);
+            const float *v = vbase + (size_t)t * stride + i;
+            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(s, _mm256_loadu_ps(v + 8 * j), a[j]);
+        }
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_ps(out + i + 8 * j, a[j]);
+    }
+    for (; i < hd; i += 8) {
+        __m256 a = _mm256_setzero_ps();
+        for (int t = 0; t < len; t++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + t), _mm256_loadu_ps(vbase + (size_t)t * stride + i), a);
+        _mm256_storeu_ps(out + i, a);
+    }
+}
+
+/* Four query rows of one head at a time: each K and V row loaded once serves all four. Row r of
+ * the block sees keys 0 .. len[r]-1; its softmax covers exactly those, and the keys past them get
+ * weight 0, which leaves its sums unchanged: a row's result does not depend on its block. */
+AVX2 static void attention_block4(float *out, size_t out_stride, const float *q, size_t q_stride, const float *kbase,
+                                  const float *vbase, size_t stride, const int *len, int hd, float norm, float *sc,
+                                  size_t sc_stride) {
+    int maxlen = len[3];
+    int t = 0;
+    for (; t + 2 <= maxlen; t += 2) {
+        __m256 a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        const float *k0 = kbase + (size_t)t * stride, *k1 = k0 + stride;
+        for (int i = 0; i < hd; i += 8) {
+            __m256 kv0 = _mm256_loadu_ps(k0 + i), kv1 = _mm256_loadu_ps(k1 + i);
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                __m256 qv = _mm256_loadu_ps(q + r * q_stride + i);
+                a[2 * r] = _mm256_fmadd_ps(qv, kv0, a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(qv, kv1, a[2 * r + 1]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            sc[r * sc_stride + t] = hsum(a[2 * r]) / norm;
+            sc[r * sc_stride + t + 1] = hsum(a[2 * r + 1]) / norm;
+        }
+    }
+    for (; t < maxlen; t++)
+        for (int r = 0; r < 4; r++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int i = 0; i < hd; i += 8)
+                a = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
+            sc[r * sc_stride + t] = hsum(a) / norm;
+        }
+    for (int r = 0; r < 4; r++) {
+        kern_softmax(sc + r * sc_stride, len[r]);
+        for (int u = len[r]; u < maxlen; u++) sc[r * sc_stride + u] = 0.0f;
+    }
+    for (int i = 0; i < hd; i += 16) {
+        __m256 a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        for (int u = 0; u < maxlen; u++) {
+            const float *v = vbase + (size_t)u * stride + i;
+            __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                __m256 w = _mm256_broadcast_ss(sc + r * sc_stride + u);
+                a[2 * r] = _mm256_fmadd_ps(w, v0, a[2 * r]);
+                a[2 * r + 1] = _mm256_fmadd_ps(w, v1, a[2 * r + 1]);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            _mm256_storeu_ps(out + r * out_stride + i, a[2 * r]);
+            _mm256_storeu_ps(out + r * out_stride + i + 8, a[2 * r + 1]);
+        }
+    }
 }
 
 AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
@@ -339,16 +426,21 @@ AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache
                                 int h_end) {
     int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float norm = sqrtf((float)head_dim);
-    for (int r = 0; r < n; r++) {
-        int len = start_pos + r + 1;
-        for (int h = h_begin; h < h_end; h++) {
-            const float *qh = q + ((size_t)r * n_heads + h) * head_dim;
-            const float *kbase = k_cache + (size_t)(h / group) * head_dim, *vbase = v_cache + (size_t)(h / group) * head_dim;
-            for (int t = 0; t < len; t++) scores[t] = dot_hd(qh, kbase + (size_t)t * kv_dim, head_dim) / norm;
+    size_t row = (size_t)n_heads * head_dim, ctx = (size_t)(start_pos + n);
+    for (int h = h_begin; h < h_end; h++) {
+        const float *kbase = k_cache + (size_t)(h / group) * head_dim, *vbase = v_cache + (size_t)(h / group) * head_dim;
+        int r = 0;
+        if (head_dim % 16 == 0)
+            for (; r + 4 <= n; r += 4) {
+                int len[4] = {start_pos + r + 1, start_pos + r + 2, start_pos + r + 3, start_pos + r + 4};
+                attention_block4(out + (size_t)r * row + (size_t)h * head_dim, row, q + (size_t)r * row + (size_t)h * head_dim,
+                                 row, kbase, vbase, (size_t)kv_dim, len, head_dim, norm, scores, ctx);
+            }
+        for (; r < n; r++) { /* the rows left over, one at a time */
+            int len = start_pos + r + 1;
+            qk_scores(scores, q + (size_t)r * row + (size_t)h * head_dim, kbase, (size_t)kv_dim, len, head_dim, norm);
             kern_softmax(scores, len);
-            float *oh = out + ((size_t)r * n_heads + h) * head_dim;
-            memset(oh, 0, (size_t)head_dim * sizeof *oh);
-            for (int t = 0; t < len; t++) axpy_hd(oh, scores[t], vbase + (size_t)t * kv_dim, head_dim);
+            av_sum(out + (size_t)r * row + (size_t)h * head_dim, scores, vbase, (size_t)kv_dim, len, head_dim);
         }
     }
 }
@@ -377,4 +469,80 @@ int kern_argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* ------------------------------------------------------------------ roofline */
+
+#include <time.h>
+
+static double secs(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+#ifdef KERN_X86
+/* Ten independent chains: enough to cover FMA latency times two ports. */
+AVX2 static double fma_peak_avx2(double seconds) {
+    __m256 a[10], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 10; i++) a[i] = _mm256_set1_ps((float)i);
+    double t0 = secs(), t;
+    long iters = 0;
+    do {
+        for (int r = 0; r < 100000; r++) {
+            _Pragma("GCC unroll 10") for (int i = 0; i < 10; i++) a[i] = _mm256_fmadd_ps(a[i], m, c);
+        }
+        iters += 100000;
+    } while ((t = secs() - t0) < seconds);
+    float sink = 0;
+    for (int i = 0; i < 10; i++) sink += _mm256_cvtss_f32(a[i]);
+    volatile float keep = sink;
+    (void)keep;
+    return (double)iters * 10 * 8 * 2 / t / 1e9;
+}
+
+AVX2 static double read_bw_avx2(const float *buf, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    double t0 = secs();
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(buf + i));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(buf + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(buf + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(buf + i + 24));
+    }
+    double t = secs() - t0;
+    volatile float keep = _mm256_cvtss_f32(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    (void)keep;
+    return (double)i * 4 / t / 1e9;
+}
+#endif
+
+double kern_fma_peak(double seconds) {
+#ifdef KERN_X86
+    if (!use_portable) return fma_peak_avx2(seconds);
+#endif
+    float a[8] = {0};
+    double t0 = secs(), t;
+    long iters = 0;
+    do {
+        for (int r = 0; r < 1000000; r++)
+            for (int j = 0; j < 8; j++) a[j] = a[j] * 0.999999f + 1e-7f;
+        iters += 1000000;
+    } while ((t = secs() - t0) < seconds);
+    volatile float keep = a[0];
+    (void)keep;
+    return (double)iters * 8 * 2 / t / 1e9;
+}
+
+double kern_read_bandwidth(const float *buf, size_t n) {
+#ifdef KERN_X86
+    if (!use_portable) return read_bw_avx2(buf, n);
+#endif
+    double t0 = secs();
+    float s = 0;
+    for (size_t i = 0; i < n; i++) s += buf[i];
+    volatile float keep = s;
+    (void)keep;
+    return (double)n * 4 / (secs() - t0) / 1e9;
 }

@@ -66,12 +66,17 @@ void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const 
  * h_begin .. h_end-1 (threads split the heads).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
  *   k_cache, v_cache: [>= start_pos+n, n_kv_heads*head_dim] (rows are positions)
- *   scores: scratch [start_pos+n]
+ *   scores: scratch [4 * (start_pos+n)]
  * Query r sees keys 0 .. start_pos+r. Heads share KV heads in groups (GQA). */
 void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
                     int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
 void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
                         int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
+
+/* The machine's limits, measured: fused multiply-add throughput of one thread (GFLOP/s, counting
+ * a multiply-add as 2) over about `seconds`, and the read bandwidth of summing buf (GB/s). */
+double kern_fma_peak(double seconds);
+double kern_read_bandwidth(const float *buf, size_t n);
 
 /* h[i] = silu(g[i]) * h[i], for i < n. */
 void kern_swiglu(float *h, const float *g, size_t n);

@@ -17,7 +17,7 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
-        {&s->scores, (size_t)n_threads * c->max_context_len},
+        {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
         {&s->k_cache, cache},            {&s->v_cache, cache},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
@@ -101,7 +101,7 @@ static void att_task(void *ctx, int i, int nw) {
     base_split(c->n_heads, nw, i, 1, &b, &e);
     if (b < e)
         kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, c->n_heads, c->n_kv_heads, c->head_dim,
-                       j->s->scores + (size_t)i * c->max_context_len, b, e);
+                       j->s->scores + (size_t)i * 4 * c->max_context_len, b, e);
 }
 
 typedef struct swiglu_job {

@@ -52,7 +52,7 @@ typedef struct model_state {
     float *proj;     /* [max_seq_len, dim] output of wo and w_down */
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
-    float *scores;   /* [n_threads, max_context_len]: one attention score row per worker */
+    float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
     int n_threads;
     float *k_cache;  /* [n_layers, max_context_len, kv_dim] */
     float *v_cache;  /* [n_layers, max_context_len, kv_dim] */
