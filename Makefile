@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 ETCH_MODELS_DIR ?= $(abspath ../shared/models)
 export ETCH_MODELS_DIR
 
-.PHONY: all setup configure test demo bench clean
+.PHONY: all setup configure test demo bench bench-llamacpp clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -28,6 +28,10 @@ demo: setup all
 # Time to first token with batched and sequential prefill, prompt and decode rates (figures, not a test).
 bench: setup all
 	bash bench/prefill.sh
+
+# etch beside llama.cpp on the Qwen3-0.6B preset (F16): about 8 minutes. Figures, not a test.
+bench-llamacpp: setup all
+	bash bench/vs_llamacpp.sh
 
 clean:
 	rm -rf $(BUILD)

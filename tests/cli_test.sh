@@ -149,5 +149,17 @@ expect_error 1 "element 1 is not a valid JSON string" -- "$ETCH" tokenize "$WORK
 expect_error 1 "arch 'gpt2' is not one of" -- "$ETCH" synth --arch gpt2 --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf -o "$WORK/g"
 expect_error 1 "dtype 'q4_0' is not supported for hf" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --dtype q4_0 -o "$WORK/g"
 
+# --- threads and bench
+check "run -t 2 gives the reference text" cmp -s <("$ETCH" run "$P" -p "Once upon a time" -n 196 -t 2) "$REF/greedy_once_upon_a_time.txt"
+"$ETCH" bench "$P" -p 16,48 -n 4 -t 1,2 -r 1 --json >"$WORK/bench.json"
+check "bench: one JSON line per case" test "$(wc -l <"$WORK/bench.json")" -eq 4
+for key in n_prompt n_gen threads prefill_tok_s decode_tok_s ttft_batched_ms ttft_sequential_ms load_ms peak_rss_mb; do
+  check "bench JSON has $key" "$JSONQ" <(sed -n 4p "$WORK/bench.json") "$key"
+done
+check "bench: last case is 48 tokens, 2 threads" test "$("$JSONQ" <(sed -n 4p "$WORK/bench.json") n_prompt)/$("$JSONQ" <(sed -n 4p "$WORK/bench.json") threads)" = "48/2"
+check "bench table" "$ETCH" bench "$P" -p 8 -n 2 -t 1 -r 1
+expect_error 2 "bad arguments" -- "$ETCH" bench "$P" -p abc
+expect_error 2 "expects an integer in 1..256" -- "$ETCH" run "$P" -p x -t 0
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
