@@ -292,12 +292,12 @@ void kern_softmax(float *x, int n) {
 }
 
 void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end) {
+                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end) {
     int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float norm = sqrtf((float)head_dim);
     for (int r = 0; r < n; r++) {
         int len = start_pos + r + 1; /* causal: keys 0 .. start_pos + r */
-        for (int h = h_begin; h < h_end; h++) {
+        for (int h = g_begin * group; h < g_end * group; h++) {
             const float *qh = q + ((size_t)r * n_heads + h) * head_dim;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {
@@ -326,135 +326,107 @@ AVX2 static INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* scores[t] = q . k_t / norm for t < len: eight keys at a time, eight independent FMA chains. */
-AVX2 static void qk_scores(float *scores, const float *q, const float *kbase, size_t stride, int len, int hd, float norm) {
+/* R queries (1..4) that read the same KV head: each K and V row loaded once serves all of them,
+ * whether they are rows of the chunk or heads of a grouped-query group. Query i sees keys
+ * 0 .. len[i]-1; its softmax covers exactly those, and the keys past them get weight 0, which leaves
+ * its sums unchanged: a query's result does not depend on the block it shares. */
+AVX2 static INLINE void att_block(int R, const float *const *q, float *const *out, const int *len, const float *kbase,
+                                  const float *vbase, size_t stride, int hd, float norm, float *sc, size_t sc_stride) {
+    /* Eight FMA chains whatever R is: KS keys at a time for Q.K, VL vectors per query for A.V. */
+    const int KS = R == 1 ? 8 : R == 2 ? 4 : 2, VL = KS;
+    int maxlen = 0;
+    for (int r = 0; r < R; r++) maxlen = len[r] > maxlen ? len[r] : maxlen;
     int t = 0;
-    for (; t + 8 <= len; t += 8) {
+    for (; t + KS <= maxlen; t += KS) {
         __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = _mm256_setzero_ps();
+        const float *k0 = kbase + (size_t)t * stride;
         for (int i = 0; i < hd; i += 8) {
-            __m256 qv = _mm256_loadu_ps(q + i);
-            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                a[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kbase + (size_t)(t + j) * stride + i), a[j]);
-        }
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) scores[t + j] = hsum(a[j]) / norm;
-    }
-    for (; t < len; t++) {
-        __m256 a = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
-        scores[t] = hsum(a) / norm;
-    }
-}
-
-/* out = sum over t of scores[t] * v_t: 64 output lanes at a time (eight chains) over all keys. */
-AVX2 static void av_sum(float *out, const float *scores, const float *vbase, size_t stride, int len, int hd) {
-    int i = 0;
-    for (; i + 64 <= hd; i += 64) {
-        __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
-        for (int t = 0; t < len; t++) {
-            __m256 s = _mm256_broadcast_ss(scores + t);
-            const float *v = vbase + (size_t)t * stride + i;
-            _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_fmadd_ps(s, _mm256_loadu_ps(v + 8 * j), a[j]);
-        }
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) _mm256_storeu_ps(out + i + 8 * j, a[j]);
-    }
-    for (; i < hd; i += 8) {
-        __m256 a = _mm256_setzero_ps();
-        for (int t = 0; t < len; t++) a = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + t), _mm256_loadu_ps(vbase + (size_t)t * stride + i), a);
-        _mm256_storeu_ps(out + i, a);
-    }
-}
-
-/* Four query rows of one head at a time: each K and V row loaded once serves all four. Row r of
- * the block sees keys 0 .. len[r]-1; its softmax covers exactly those, and the keys past them get
- * weight 0, which leaves its sums unchanged: a row's result does not depend on its block. */
-AVX2 static void attention_block4(float *out, size_t out_stride, const float *q, size_t q_stride, const float *kbase,
-                                  const float *vbase, size_t stride, const int *len, int hd, float norm, float *sc,
-                                  size_t sc_stride) {
-    int maxlen = len[3];
-    int t = 0;
-    for (; t + 2 <= maxlen; t += 2) {
-        __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
-        const float *k0 = kbase + (size_t)t * stride, *k1 = k0 + stride;
-        for (int i = 0; i < hd; i += 8) {
-            __m256 kv0 = _mm256_loadu_ps(k0 + i), kv1 = _mm256_loadu_ps(k1 + i);
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-                __m256 qv = _mm256_loadu_ps(q + r * q_stride + i);
-                a[2 * r] = _mm256_fmadd_ps(qv, kv0, a[2 * r]);
-                a[2 * r + 1] = _mm256_fmadd_ps(qv, kv1, a[2 * r + 1]);
+            __m256 kv[8];
+            _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = _mm256_loadu_ps(k0 + (size_t)c * stride + i);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                __m256 qv = _mm256_loadu_ps(q[r] + i);
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = _mm256_fmadd_ps(qv, kv[c], a[r * KS + c]);
             }
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-            sc[r * sc_stride + t] = hsum(a[2 * r]) / norm;
-            sc[r * sc_stride + t + 1] = hsum(a[2 * r + 1]) / norm;
-        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) sc[r * sc_stride + t + c] = hsum(a[r * KS + c]) / norm;
     }
-    for (; t < maxlen; t++)
-        for (int r = 0; r < 4; r++) {
+    for (; t < maxlen; t++) /* the keys left over, one at a time: the same sums */
+        for (int r = 0; r < R; r++) {
             __m256 a = _mm256_setzero_ps();
-            for (int i = 0; i < hd; i += 8)
-                a = _mm256_fmadd_ps(_mm256_loadu_ps(q + r * q_stride + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
+            for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
             sc[r * sc_stride + t] = hsum(a) / norm;
         }
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < R; r++) {
         kern_softmax(sc + r * sc_stride, len[r]);
         for (int u = len[r]; u < maxlen; u++) sc[r * sc_stride + u] = 0.0f;
     }
-    for (int i = 0; i < hd; i += 16) {
+    int i = 0;
+    for (; i + 8 * VL <= hd; i += 8 * VL) {
         __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = _mm256_setzero_ps();
         for (int u = 0; u < maxlen; u++) {
             const float *v = vbase + (size_t)u * stride + i;
-            __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            __m256 vv[8];
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = _mm256_loadu_ps(v + 8 * c);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 __m256 w = _mm256_broadcast_ss(sc + r * sc_stride + u);
-                a[2 * r] = _mm256_fmadd_ps(w, v0, a[2 * r]);
-                a[2 * r + 1] = _mm256_fmadd_ps(w, v1, a[2 * r + 1]);
+                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = _mm256_fmadd_ps(w, vv[c], a[r * VL + c]);
             }
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-            _mm256_storeu_ps(out + r * out_stride + i, a[2 * r]);
-            _mm256_storeu_ps(out + r * out_stride + i + 8, a[2 * r + 1]);
-        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) _mm256_storeu_ps(out[r] + i + 8 * c, a[r * VL + c]);
     }
+    for (; i < hd; i += 8) /* lanes left over (small heads): the same sums, fewer chains */
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int u = 0; u < maxlen; u++)
+                a = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + r * sc_stride + u), _mm256_loadu_ps(vbase + (size_t)u * stride + i), a);
+            _mm256_storeu_ps(out[r] + i, a);
+        }
 }
 
 AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                                int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin,
-                                int h_end) {
+                                int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin,
+                                int g_end) {
     int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float norm = sqrtf((float)head_dim);
     size_t row = (size_t)n_heads * head_dim, ctx = (size_t)(start_pos + n);
-    for (int h = h_begin; h < h_end; h++) {
-        const float *kbase = k_cache + (size_t)(h / group) * head_dim, *vbase = v_cache + (size_t)(h / group) * head_dim;
-        int r = 0;
-        if (head_dim % 16 == 0)
-            for (; r + 4 <= n; r += 4) {
-                int len[4] = {start_pos + r + 1, start_pos + r + 2, start_pos + r + 3, start_pos + r + 4};
-                attention_block4(out + (size_t)r * row + (size_t)h * head_dim, row, q + (size_t)r * row + (size_t)h * head_dim,
-                                 row, kbase, vbase, (size_t)kv_dim, len, head_dim, norm, scores, ctx);
+    for (int g = g_begin; g < g_end; g++) {
+        const float *kbase = k_cache + (size_t)g * head_dim, *vbase = v_cache + (size_t)g * head_dim;
+        /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
+        int total = n * group;
+        for (int b = 0; b < total; b += 4) {
+            int R = total - b < 4 ? total - b : 4, len[4];
+            const float *qs[4];
+            float *os[4];
+            for (int i = 0; i < R; i++) {
+                int r = (b + i) / group, h = g * group + (b + i) % group;
+                qs[i] = q + (size_t)r * row + (size_t)h * head_dim;
+                os[i] = out + (size_t)r * row + (size_t)h * head_dim;
+                len[i] = start_pos + r + 1;
             }
-        for (; r < n; r++) { /* the rows left over, one at a time */
-            int len = start_pos + r + 1;
-            qk_scores(scores, q + (size_t)r * row + (size_t)h * head_dim, kbase, (size_t)kv_dim, len, head_dim, norm);
-            kern_softmax(scores, len);
-            av_sum(out + (size_t)r * row + (size_t)h * head_dim, scores, vbase, (size_t)kv_dim, len, head_dim);
+            switch (R) { /* the block size known to the compiler */
+            case 4: att_block(4, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
+            case 3: att_block(3, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
+            case 2: att_block(2, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
+            default: att_block(1, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
+            }
         }
     }
 }
 #endif
 
 void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                    int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end) {
+                    int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end) {
 #ifdef KERN_X86
     if (!use_portable && head_dim % 8 == 0) {
-        attention_avx2(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, h_begin, h_end);
+        attention_avx2(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, g_begin, g_end);
         return;
     }
 #endif
-    kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, h_begin, h_end);
+    kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, g_begin, g_end);
 }
 
 void kern_swiglu(float *h, const float *g, size_t n) {

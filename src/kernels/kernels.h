@@ -62,16 +62,17 @@ void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_fre
  * (Hugging Face rotate_half). Pair i turns by position * inv_freq[i]. */
 void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const float *inv_freq, int style);
 
-/* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for heads
- * h_begin .. h_end-1 (threads split the heads).
+/* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for the
+ * query heads of KV heads g_begin .. g_end-1 (threads split the KV heads; the query heads of a group
+ * share every K and V row read).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
  *   k_cache, v_cache: [>= start_pos+n, n_kv_heads*head_dim] (rows are positions)
  *   scores: scratch [4 * (start_pos+n)]
  * Query r sees keys 0 .. start_pos+r. Heads share KV heads in groups (GQA). */
 void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
+                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end);
 void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int h_begin, int h_end);
+                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end);
 
 /* The machine's limits, measured: fused multiply-add throughput of one thread (GFLOP/s, counting
  * a multiply-add as 2) over about `seconds`, and the read bandwidth of summing buf (GB/s). */

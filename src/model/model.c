@@ -98,7 +98,7 @@ static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
     const model_config *c = j->c;
     int b, e;
-    base_split(c->n_heads, nw, i, 1, &b, &e);
+    base_split(c->n_kv_heads, nw, i, 1, &b, &e);
     if (b < e)
         kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, c->n_heads, c->n_kv_heads, c->head_dim,
                        j->s->scores + (size_t)i * 4 * c->max_context_len, b, e);
