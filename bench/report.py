@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Medians and ratios of bench/vs_llamacpp.sh's runs, as a Markdown table, and an SVG plot of
 prompt tokens/s against prompt length for both implementations (standard library only).
-usage: report.py runs.jsonl plot.svg"""
+usage: report.py runs.jsonl plot.svg [TITLE]"""
 import json
 import statistics
 import sys
@@ -30,6 +30,7 @@ for n in lengths:
 
 # The plot: prompt tokens/s (y) against prompt length (x, log scale), one line per implementation.
 W, H, L, B, R, T = 640, 400, 70, 50, 20, 40
+title = sys.argv[3] if len(sys.argv) > 3 else "Qwen3-0.6B F16"
 ymax = max(v["prefill_tok_s"] for v in med.values()) * 1.1
 import math
 lx = [math.log2(n) for n in lengths]
@@ -37,7 +38,7 @@ def px(n): return L + (math.log2(n) - lx[0]) / max(lx[-1] - lx[0], 1e-9) * (W - 
 def py(v): return H - B - v / ymax * (H - B - T)
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
        f'<rect width="{W}" height="{H}" fill="white"/>',
-       f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">Qwen3-0.6B F16 prefill, {threads} threads: prompt tokens/s</text>',
+       f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{title} prefill, {threads} threads: prompt tokens/s</text>',
        f'<line x1="{L}" y1="{H - B}" x2="{W - R}" y2="{H - B}" stroke="black"/>', f'<line x1="{L}" y1="{T}" x2="{L}" y2="{H - B}" stroke="black"/>']
 for n in lengths:
     svg.append(f'<text x="{px(n)}" y="{H - B + 18}" text-anchor="middle">{n}</text>')

@@ -4,28 +4,30 @@
 # etch; then, for ROUNDS rounds, each implementation in turn (etch, llama.cpp, etch, ...) measures
 # every prompt length. Prints medians and ratios, and writes an SVG plot of prompt tokens/s against
 # prompt length. Figures, not a test. From the repository root, after `make`:
-#   bash bench/vs_llamacpp.sh            (THREADS=2 LENGTHS=32,64,128,256,512 NGEN=64 ROUNDS=3 REPS=2)
+#   bash bench/vs_llamacpp.sh   (THREADS=2 LENGTHS=32,64,128,256,512 NGEN=64 ROUNDS=3 REPS=2 DTYPE=f16)
+# DTYPE (f16, bf16, f32) is the weight type of the GGUF both read and of etch's program.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=$BUILD/bench-vs-llamacpp
 TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/../shared/models}")/tokenizers}
 THREADS=${THREADS:-2} LENGTHS=${LENGTHS:-32,64,128,256,512} NGEN=${NGEN:-64} ROUNDS=${ROUNDS:-3} REPS=${REPS:-2}
+DTYPE=${DTYPE:-f16}
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}
 mkdir -p "$OUT"
 bash "$ROOT/tests/conformance/npm_setup.sh" "$NPM" >/dev/null
 cp "$ROOT/bench/llamacpp.mjs" "$NPM/bench_llamacpp.mjs"
-GGUF=$OUT/qwen3-0.6b-f16.gguf PROG=$OUT/qwen3-0.6b-f16.etch
+GGUF=$OUT/qwen3-0.6b-$DTYPE.gguf PROG=$OUT/qwen3-0.6b-$DTYPE-from-gguf.etch RUNS=$OUT/runs-$DTYPE.jsonl
 [ -f "$GGUF" ] || "$BUILD/etch" synth --arch qwen3 --preset qwen3-0.6b --tokenizer "$TOK/qwen3/tokenizer.json" \
-  --format gguf --dtype f16 --seed 1 -o "$GGUF"
+  --format gguf --dtype "$DTYPE" --seed 1 -o "$GGUF"
 [ -f "$PROG" ] || "$BUILD/etch" export --gguf "$GGUF" -o "$PROG" --max-context-len 1024
-: >"$OUT/runs.jsonl"
+: >"$RUNS"
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS: etch" >&2
   "$BUILD/etch" bench "$PROG" -p "$LENGTHS" -n "$NGEN" -t "$THREADS" -r "$REPS" --no-sequential --json \
-    | sed 's/^{/{"impl": "etch", /' >>"$OUT/runs.jsonl"
+    | sed 's/^{/{"impl": "etch", /' >>"$RUNS"
   echo "round $round/$ROUNDS: llama.cpp" >&2
-  node "$NPM/bench_llamacpp.mjs" "$GGUF" "$THREADS" "$LENGTHS" "$NGEN" "$REPS" >>"$OUT/runs.jsonl"
+  node "$NPM/bench_llamacpp.mjs" "$GGUF" "$THREADS" "$LENGTHS" "$NGEN" "$REPS" >>"$RUNS"
 done
-/usr/bin/python3 "$ROOT/bench/report.py" "$OUT/runs.jsonl" "$OUT/prefill.svg"
-echo "runs: $OUT/runs.jsonl, plot: $OUT/prefill.svg"
+/usr/bin/python3 "$ROOT/bench/report.py" "$RUNS" "$OUT/prefill-$DTYPE.svg" "Qwen3-0.6B $DTYPE"
+echo "runs: $RUNS, plot: $OUT/prefill-$DTYPE.svg"
