@@ -7,4 +7,5 @@ S=$MODELS/stories260K
 OUT=${BUILD:-build}/bench
 mkdir -p "$OUT"
 build/etch export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$OUT/stories260K.etch"
-build/etch-bench-prefill "$OUT/stories260K.etch" -r "${RUNS:-15}" -n 128
+# A prompt of 98 tokens (real text), 128 decoded tokens, one thread, medians of 15 runs.
+build/etch bench "$OUT/stories260K.etch" -p 98 -n 128 -t 1 -r "${RUNS:-15}"

@@ -38,6 +38,22 @@ static inline int check_done(void) {
     return check_fail || check_pass == 0 ? 1 : 0;
 }
 
+/* The whole of a file, NUL-terminated, malloc'ed (caller frees); NULL when it cannot be read. */
+static inline char *check_read_file(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    size_t got = p ? fread(p, 1, (size_t)len, f) : 0;
+    fclose(f);
+    if (!p) return NULL;
+    p[got] = '\0';
+    if (n) *n = got;
+    return p;
+}
+
 /* The folder with stories260K/ and friends: $ETCH_MODELS_DIR, else the build's default. */
 static inline const char *models_dir(void) {
     const char *d = getenv("ETCH_MODELS_DIR");

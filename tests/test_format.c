@@ -12,18 +12,6 @@ static const char *tmp_path(const char *name) {
     return buf[k];
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)len + 1);
-    *n = fread(p, 1, (size_t)len, f);
-    fclose(f);
-    return p;
-}
-
 static void spit(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
     fwrite(p, 1, n, f);
@@ -96,7 +84,7 @@ int main(void) {
     fmt_close(&f);
 
     size_t n = 0;
-    uint8_t *orig = slurp(path, &n), *p = malloc(n);
+    uint8_t *orig = (uint8_t *)check_read_file(path, &n), *p = malloc(n + 1);
     REQUIRE(orig && n > 200, "read back %zu bytes", n);
     uint64_t data_off = base_le64(orig + 56);
 

@@ -17,19 +17,6 @@ static void write_file(const char *path, const void *data, size_t n) {
 
 static void write_text(const char *path, const char *s) { write_file(path, s, strlen(s)); }
 
-static char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)len + 1);
-    *n = fread(p, 1, (size_t)len, f);
-    p[*n] = '\0';
-    fclose(f);
-    return p;
-}
-
 /* Exports the folder (or GGUF) and expects failure with status st and every given substring. */
 static void expect_fail(const char *what, int gguf, const char *src, etch_status st, const char *s1, const char *s2) {
     etch_error err;
@@ -84,7 +71,7 @@ int main(void) {
     snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
     snprintf(tj_path, sizeof tj_path, "%s/tokenizer.json", dir);
     size_t n_cfg, n_st, n_tj;
-    char *cfg = read_all(cfg_path, &n_cfg), *st = read_all(st_path, &n_st), *tj = read_all(tj_path, &n_tj);
+    char *cfg = check_read_file(cfg_path, &n_cfg), *st = check_read_file(st_path, &n_st), *tj = check_read_file(tj_path, &n_tj);
     REQUIRE(cfg && st && tj, "read the synthetic folder");
     CHECK(etch_export_hf(dir, out, NULL, &err) == ETCH_OK, "the untouched folder exports: %s", err.message);
 
@@ -188,7 +175,7 @@ int main(void) {
     so.format = "gguf";
     REQUIRE(etch_synth(&so, path, &err) == ETCH_OK, "synth gguf: %s", err.message);
     size_t ng;
-    char *g = read_all(path, &ng);
+    char *g = check_read_file(path, &ng);
     char *hit = g ? memmem(g, ng, "blk.1.ffn_up.weight", 19) : NULL;
     REQUIRE(hit, "tensor name in the GGUF");
     hit[4] = '7'; /* blk.7.ffn_up.weight: an unknown layer, and layer 1 lacks ffn_up */

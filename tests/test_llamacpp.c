@@ -28,16 +28,8 @@
 #define HF_TOL 1e-4
 
 static cJSON *read_json(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, f);
-    buf[got] = '\0';
-    fclose(f);
-    cJSON *j = cJSON_Parse(buf);
+    char *buf = check_read_file(path, NULL);
+    cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     return j;
 }

@@ -23,15 +23,19 @@ static void copy_file(const char *from, const char *to, long keep, long flip) {
     fclose(out);
 }
 
+/* Exports stories260K with a context (0: the model's) and opens a session on it. */
+static int open_stories(const char *name, int32_t ctx, etch_program **p, etch_session **s) {
+    const char *path = export_stories(name, 0, ctx);
+    etch_error err;
+    int ok = path && etch_program_open(path, p, &err) == ETCH_OK && etch_session_new(*p, s, &err) == ETCH_OK;
+    CHECK(ok, "setup of %s", name);
+    return ok;
+}
+
 static void test_forward_errors(void) {
-    const char *path = export_stories("rt.etch", 0, 0);
     etch_program *p;
     etch_session *s;
-    etch_error err;
-    if (!path || etch_program_open(path, &p, &err) || etch_session_new(p, &s, &err)) {
-        CHECK(0, "setup");
-        return;
-    }
+    if (!open_stories("rt.etch", 0, &p, &s)) return;
     int32_t toks[200];
     for (int i = 0; i < 200; i++) toks[i] = 1 + i;
     CHECK(etch_forward(s, toks, 200, 0, NULL, 0) == ETCH_ERR_INPUT, "n above the bound");
@@ -147,14 +151,9 @@ static void test_forward_errors(void) {
 }
 
 static void test_context(void) {
-    const char *path = export_stories("rt-ctx16.etch", 0, 16);
     etch_program *p;
     etch_session *s;
-    etch_error err;
-    if (!path || etch_program_open(path, &p, &err) || etch_session_new(p, &s, &err)) {
-        CHECK(0, "setup");
-        return;
-    }
+    if (!open_stories("rt-ctx16.etch", 16, &p, &s)) return;
     CHECK(etch_program_meta(p)->max_seq_len == 16, "the bound is clamped to the context (%d)",
           etch_program_meta(p)->max_seq_len);
     etch_generate_config cfg;

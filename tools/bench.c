@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +47,17 @@ static int cmp_d(const void *a, const void *b) {
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_d);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Resident memory now, in MB (getrusage's maximum would count the roofline's 1 GiB buffer). */
+static double rss_mb(void) {
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
 static int parse_list(const char *s, int *out, int max) {
@@ -195,6 +205,7 @@ int cmd_bench(int argc, char **argv) {
         printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     }
     int ok = 1;
+    double peak_rss = 0; /* sampled after every prefill and decode: the high-water mark of the runs */
     for (int ti = 0; ti < n_threads && ok; ti++) {
         etch_session *s;
         if (etch_session_new_threads(p, threads[ti], &s, &err) != ETCH_OK) {
@@ -217,6 +228,8 @@ int cmd_bench(int argc, char **argv) {
                     tok = argmax(logits, m->vocab_size);
                 }
                 double t_dec = now_ms() - d0;
+                double now_rss = rss_mb();
+                peak_rss = now_rss > peak_rss ? now_rss : peak_rss;
                 double t_seq = 0;
                 if (sequential) {
                     t_seq = prefill(s, ids, np, 1, logits, &ok);
@@ -238,9 +251,7 @@ int cmd_bench(int argc, char **argv) {
             double gflops = 2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9;
             double kv_bytes = 2.0 * m->n_layers * (np + n_gen / 2.0) * kv_dim * 4;
             double gbps = (weight_bytes + kv_bytes) * md / 1e9;
-            struct rusage ru;
-            getrusage(RUSAGE_SELF, &ru);
-            double rss = (double)ru.ru_maxrss / 1024.0;
+            double rss = peak_rss;
             if (json) {
                 char seq_json[32] = "null";
                 if (sequential) snprintf(seq_json, sizeof seq_json, "%.2f", mts);
