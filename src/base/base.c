@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,19 +52,21 @@ void etch_free(void *ptr) { free(ptr); }
 
 static double ts_us(const struct timespec *t) { return (double)t->tv_sec * 1e6 + (double)t->tv_nsec / 1e3; }
 
+/* The epoch offset of the monotonic clock, taken once (pthread_once: sessions run on many threads). */
+static double offset_us;
+static pthread_once_t offset_once = PTHREAD_ONCE_INIT;
+
+static void take_offset(void) {
+    struct timespec real, mono;
+    clock_gettime(CLOCK_REALTIME, &real);
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    offset_us = ts_us(&real) - ts_us(&mono);
+}
+
 double base_now_us(void) {
-    /* Epoch offset taken once; afterwards only the monotonic clock advances the reading.
-     * The race on first use is benign: both threads compute nearly the same offset. */
-    static double offset_us = 0.0;
-    static int have_offset = 0;
+    pthread_once(&offset_once, take_offset);
     struct timespec mono;
     clock_gettime(CLOCK_MONOTONIC, &mono);
-    if (!have_offset) {
-        struct timespec real;
-        clock_gettime(CLOCK_REALTIME, &real);
-        offset_us = ts_us(&real) - ts_us(&mono);
-        have_offset = 1;
-    }
     return ts_us(&mono) + offset_us;
 }
 

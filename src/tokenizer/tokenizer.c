@@ -60,15 +60,16 @@ static int hexval(char c) {
     return -1;
 }
 
-static int cmp_added_len;
-static const tok_tokenizer *cmp_added_tok;
+/* Added tokens are matched longest first: sorted as (length, id) pairs, so no state is shared
+ * between tokenizers built on different threads. */
+typedef struct len_id {
+    int32_t len, id;
+} len_id;
+
 static int by_length_desc(const void *a, const void *b) {
-    size_t la, lb;
-    piece_of(cmp_added_tok, *(const int32_t *)a, &la);
-    piece_of(cmp_added_tok, *(const int32_t *)b, &lb);
-    (void)cmp_added_len;
-    if (la != lb) return la < lb ? 1 : -1;
-    return *(const int32_t *)a - *(const int32_t *)b;
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    return (x->id > y->id) - (x->id < y->id);
 }
 
 etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, etch_error *err) {
@@ -132,8 +133,19 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
         }
         if (s->match_added && (ty == TOK_CONTROL || ty == TOK_USER) && n > 0) t->added[t->n_added++] = i;
     }
-    cmp_added_tok = t;
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, by_length_desc);
+    len_id *order = malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *order);
+    if (!order) {
+        tok_free(t);
+        return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate tokenizer tables", what);
+    }
+    for (int32_t i = 0; i < t->n_added; i++) {
+        size_t l;
+        piece_of(t, t->added[i], &l);
+        order[i] = (len_id){(int32_t)l, t->added[i]};
+    }
+    qsort(order, (size_t)t->n_added, sizeof *order, by_length_desc);
+    for (int32_t i = 0; i < t->n_added; i++) t->added[i] = order[i].id;
+    free(order);
     if (s->byte_level)
         for (int b = 0; b < 256; b++)
             if (t->byte_sym[b] < 0) {
