@@ -173,6 +173,11 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     else if (strcmp(dtype, "f16") == 0) wtype = KERN_F16;
     else if (strcmp(dtype, "bf16") == 0) wtype = KERN_BF16;
     else return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not one of f32, f16, bf16", dtype);
+    if (!strcmp(m->chat_template, "?") && !o.chat_template)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED,
+                         "%s: the chat template is not one etch recognizes (qwen3, chatml, llama3, llama2): pass "
+                         "--chat-template NAME or --chat-template none",
+                         m->source);
     const char *chat = o.chat_template ? o.chat_template : m->chat_template;
     if (strcmp(chat, "none") == 0) chat = "";
     if (chat[0] && strcmp(chat, "chatml") && strcmp(chat, "qwen3") && strcmp(chat, "llama3") && strcmp(chat, "llama2"))

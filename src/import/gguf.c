@@ -610,12 +610,6 @@ etch_status etch_export_gguf(const char *path, const char *out_path, const etch_
     imp_model m;
     etch_status st = imp_gguf(path, &m, 0, err);
     if (st) return st;
-    if (!strcmp(m.chat_template, "?") && !(opt && opt->chat_template)) {
-        imp_model_free(&m);
-        return base_fail(err, ETCH_ERR_UNSUPPORTED,
-                         "%s: tokenizer.chat_template is not one etch recognizes (qwen3, chatml, llama3, llama2): pass "
-                         "--chat-template NAME or --chat-template none", path);
-    }
     st = imp_export(&m, out_path, opt, err);
     imp_model_free(&m);
     return st;

@@ -745,8 +745,6 @@ etch_status imp_hf(const char *dir, imp_model *m, etch_error *err) {
         read_generation_config(dir, m);
         st = read_weights(dir, m, err);
     }
-    if (!st && !strcmp(m->chat_template, "?")) /* unknown: the exporter asks for an explicit choice */
-        st = ETCH_OK;
     if (st) imp_model_free(m);
     return st;
 }
@@ -762,13 +760,6 @@ etch_status etch_export_hf(const char *dir, const char *out_path, const etch_exp
     for (int i = 0; i < m.n_tensors; i++) has_output |= !strcmp(m.tensors[i].name, "output.weight");
     if (!has_output) m.tied_embeddings = 1;
     if (m.tied_embeddings && has_output) m.tied_embeddings = 0;
-    if (!strcmp(m.chat_template, "?") && !(opt && opt->chat_template)) {
-        imp_model_free(&m);
-        return base_fail(err, ETCH_ERR_UNSUPPORTED,
-                         "%s/tokenizer_config.json: the chat template is not one etch recognizes (qwen3, chatml, llama3, "
-                         "llama2): pass --chat-template NAME or --chat-template none",
-                         dir);
-    }
     st = imp_export(&m, out_path, opt, err);
     imp_model_free(&m);
     return st;
