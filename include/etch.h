@@ -87,8 +87,13 @@ typedef struct etch_method_meta {
     const char *dtype;            /* "f32" */
     const char *rope_style;       /* "adjacent" (pairs x[2i], x[2i+1]) or "half" (x[i], x[i+d/2]) */
     const char *tokenizer;        /* "sp-bpe" (score-ranked SentencePiece-style BPE) or "bpe" (merge-ranked) */
-    const char *model_type;       /* what the source called the architecture: "llama", "qwen2", "qwen3" */
+    const char *model_type;       /* what the source called the architecture: "llama", "qwen2", "qwen3", "gemma3" */
     const char *chat_template;    /* "" (none), "chatml", "qwen3", "llama3", "llama2" */
+    int32_t sliding_window;       /* 0, or the window of the sliding-window layers (Gemma-3, Mistral) */
+    int32_t n_window_layers;      /* how many layers attend through that window */
+    const int32_t *layer_window;  /* [n_layers]: 0 for full attention, else the layer's window */
+    int64_t kv_cache_bytes;       /* a session's K and V caches (windowed layers keep a ring) */
+    int64_t kv_cache_full_bytes;  /* what they would take with a full cache in every layer */
 } etch_method_meta;
 
 /* Opens a program file: maps it, checks header, metadata and tensor directory (checksum, bounds,
@@ -153,12 +158,14 @@ etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_pa
 
 /* Converts a Hugging Face model folder (config.json, model.safetensors or its sharded index,
  * tokenizer.json, tokenizer_config.json, generation_config.json when present). Architectures:
- * LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; anything else is refused by name. */
+ * LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM (text);
+ * anything else is refused by name. Sliding windows are read from layer_types, Gemma-3's
+ * sliding_window_pattern, Qwen's use_sliding_window / max_window_layers, or Mistral's sliding_window. */
 etch_status etch_export_hf(const char *dir, const char *out_path, const etch_export_options *opt,
                            etch_error *err);
 
 /* Converts a GGUF file (version 2 or 3; tensors F32, F16, BF16, Q8_0, Q4_0; architectures llama,
- * qwen2, qwen3) with the tokenizer it carries. */
+ * qwen2, qwen3, gemma3) with the tokenizer it carries. */
 etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
                              etch_error *err);
 
@@ -168,7 +175,7 @@ etch_status etch_export_gguf(const char *path, const char *out_path, const etch_
  * a real model's shapes or any other, with a real tokenizer, written as a Hugging Face folder or a
  * GGUF file that llama.cpp loads. The same options give the same bytes. */
 typedef struct etch_synth_options {
-    const char *arch;       /* "llama", "qwen2", "qwen3" */
+    const char *arch;       /* "llama", "qwen2", "qwen3", "gemma3" */
     const char *preset;     /* NULL, "qwen3-0.6b", "llama-3.2-1b", "tiny" */
     int32_t layers, dim, hidden_dim, heads, kv_heads, head_dim, context_len; /* 0: the preset's */
     uint64_t seed;
@@ -176,6 +183,7 @@ typedef struct etch_synth_options {
     const char *tokenizer;  /* a tokenizer.json (tokenizer_config.json beside it is copied too) */
     const char *format;     /* "hf" or "gguf" */
     const char *dtype;      /* "f32", "f16", "bf16"; GGUF also "q8_0", "q4_0" */
+    int32_t sliding_window; /* gemma3: the local layers' window (0: 512); every sixth layer is global */
 } etch_synth_options;
 
 /* Writes the model at out_path (a folder for "hf", a file for "gguf"). */

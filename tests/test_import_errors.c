@@ -64,7 +64,7 @@ int main(void) {
     snprintf(out, sizeof out, "%s/bad-out.etch", ETCH_TEST_TMP);
     char tok[1100], path[700], cfg_path[700], st_path[700], tj_path[700];
     snprintf(tok, sizeof tok, "%s/mistral/tokenizer.json", tokenizers_dir());
-    etch_synth_options so = {"llama", "tiny", 2, 32, 64, 4, 2, 8, 256, 3, 0.1f, tok, "hf", "f32"};
+    etch_synth_options so = {"llama", "tiny", 2, 32, 64, 4, 2, 8, 256, 3, 0.1f, tok, "hf", "f32", 0};
     etch_error err;
     REQUIRE(etch_synth(&so, dir, &err) == ETCH_OK, "synth: %s", err.message);
     snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
@@ -78,8 +78,8 @@ int main(void) {
     /* config.json */
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32,");
     expect_fail("truncated config", 0, dir, ETCH_ERR_FORMAT, "config.json: not valid JSON", NULL);
-    write_text(cfg_path, "{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 32}");
-    expect_fail("unknown architecture", 0, dir, ETCH_ERR_UNSUPPORTED, "config.json", "'MistralForCausalLM' is not supported");
+    write_text(cfg_path, "{\"architectures\": [\"FalconForCausalLM\"], \"hidden_size\": 32}");
+    expect_fail("unknown architecture", 0, dir, ETCH_ERR_UNSUPPORTED, "config.json", "'FalconForCausalLM' is not supported");
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"intermediate_size\": 64}");
     expect_fail("missing field", 0, dir, ETCH_ERR_FORMAT, "config.json: 'hidden_size' is missing", NULL);
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": -5, \"intermediate_size\": 64}");
@@ -89,7 +89,7 @@ int main(void) {
     expect_fail("heads not a multiple", 0, dir, ETCH_ERR_FORMAT, "num_key_value_heads 3", NULL);
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
                          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, \"hidden_act\": \"gelu\"}");
-    expect_fail("activation", 0, dir, ETCH_ERR_UNSUPPORTED, "hidden_act 'gelu'", NULL);
+    expect_fail("activation", 0, dir, ETCH_ERR_UNSUPPORTED, "hidden activation 'gelu'", NULL);
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
                          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, \"rope_scaling\": {\"type\": \"yarn\"}}");
     expect_fail("rope scaling", 0, dir, ETCH_ERR_UNSUPPORTED, "rope_scaling type 'yarn'", NULL);

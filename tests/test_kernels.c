@@ -167,42 +167,61 @@ static void test_rope(void) {
           "half pins pair (1, 1+D/2)");
 }
 
-static void test_attention(void) {
-    enum { NH = 4, NKV = 2, HD = 32, START = 5, N = 11, CTX = START + N }; /* N = 11: two blocks of four rows and three single rows */
+/* Attention with a full cache, a sliding window over a full cache, and a sliding window over a ring
+ * (the key of position t in row t % rows), against the reference twin and a double-precision sum. */
+static void test_attention_case(int window, int ring, float score_div) {
+    enum { NH = 4, NKV = 2, HD = 32, START = 9, N = 11, CTX = START + N }; /* N = 11: two blocks of four rows and three single rows */
     float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[4 * CTX];
     fill(q, sizeof q / sizeof *q);
     fill(kc, sizeof kc / sizeof *kc);
     fill(vc, sizeof vc / sizeof *vc);
-    kern_attention(out, q, kc, vc, N, START, NH, NKV, HD, scores, 0, NKV);
+    /* The cache the kernel reads: every position written in order, later ones over earlier ones in a ring. */
+    int rows = ring ? window + N - 1 : CTX;
+    float kr[CTX * NKV * HD], vr[CTX * NKV * HD];
+    for (int t = 0; t < CTX; t++) {
+        memcpy(kr + (t % rows) * NKV * HD, kc + t * NKV * HD, NKV * HD * sizeof(float));
+        memcpy(vr + (t % rows) * NKV * HD, vc + t * NKV * HD, NKV * HD * sizeof(float));
+    }
+    kern_att_shape as = {NH, NKV, HD, score_div, window, rows};
+    kern_attention(out, q, kr, vr, N, START, &as, scores, 0, NKV);
     float out_ref[N * NH * HD], out_split[N * NH * HD], out_rows[N * NH * HD];
-    kern_attention_ref(out_ref, q, kc, vc, N, START, NH, NKV, HD, scores, 0, NKV);
-    kern_attention(out_split, q, kc, vc, N, START, NH, NKV, HD, scores, 0, 1);
-    kern_attention(out_split, q, kc, vc, N, START, NH, NKV, HD, scores, 1, NKV);
-    CHECK(max_err(out, out_ref, sizeof out / sizeof *out) < 1e-6, "attention vs its twin");
-    CHECK(memcmp(out, out_split, sizeof out) == 0, "attention over KV-head ranges");
+    kern_attention_ref(out_ref, q, kr, vr, N, START, &as, scores, 0, NKV);
+    kern_attention(out_split, q, kr, vr, N, START, &as, scores, 0, 1);
+    kern_attention(out_split, q, kr, vr, N, START, &as, scores, 1, NKV);
+    CHECK(max_err(out, out_ref, sizeof out / sizeof *out) < 1e-6, "attention (window %d, ring %d) vs its twin", window, ring);
+    CHECK(memcmp(out, out_split, sizeof out) == 0, "attention over KV-head ranges (window %d, ring %d)", window, ring);
     /* Each row alone (as sequential prefill computes it) equals the row in the block, bit for bit. */
     for (int r = 0; r < N; r++)
-        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, kc, vc, 1, START + r, NH, NKV, HD, scores, 0, NKV);
-    CHECK(memcmp(out, out_rows, sizeof out) == 0, "attention rows computed alone equal the batched ones");
+        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, kr, vr, 1, START + r, &as, scores, 0, NKV);
+    CHECK(memcmp(out, out_rows, sizeof out) == 0, "attention rows computed alone equal the batched ones (window %d, ring %d)",
+          window, ring);
     double e = 0;
     for (int r = 0; r < N; r++)
         for (int h = 0; h < NH; h++) {
-            int kvh = h / (NH / NKV), len = START + r + 1;
+            int kvh = h / (NH / NKV), p = START + r, lo = window && p - window + 1 > 0 ? p - window + 1 : 0;
             double s[CTX], mx = -1e30, sum = 0;
-            for (int t = 0; t < len; t++) {
+            for (int t = lo; t <= p; t++) {
                 s[t] = 0;
                 for (int i = 0; i < HD; i++) s[t] += (double)q[(r * NH + h) * HD + i] * kc[(t * NKV + kvh) * HD + i];
-                s[t] /= sqrt(HD);
+                s[t] /= score_div;
                 mx = fmax(mx, s[t]);
             }
-            for (int t = 0; t < len; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int t = lo; t <= p; t++) sum += (s[t] = exp(s[t] - mx));
             for (int i = 0; i < HD; i++) {
                 double o = 0;
-                for (int t = 0; t < len; t++) o += s[t] / sum * vc[(t * NKV + kvh) * HD + i];
+                for (int t = lo; t <= p; t++) o += s[t] / sum * vc[(t * NKV + kvh) * HD + i];
                 e = fmax(e, fabs(o - out[(r * NH + h) * HD + i]));
             }
         }
-    CHECK(e < 1e-5, "attention: error %g", e);
+    CHECK(e < 1e-5, "attention (window %d, ring %d): error %g", window, ring, e);
+}
+
+static void test_attention(void) {
+    test_attention_case(0, 0, sqrtf(32.0f));
+    test_attention_case(4, 0, sqrtf(32.0f));
+    test_attention_case(4, 1, 3.0f);  /* a ring of 14 rows that the 20 positions wrap around */
+    test_attention_case(1, 1, 2.0f);  /* each query sees only itself */
+    test_attention_case(7, 1, 4.0f);
 }
 
 static void test_small(void) {
@@ -218,6 +237,13 @@ static void test_small(void) {
     kern_swiglu(h, g, 3);
     CHECK(h[0] == 0.0f && fabs(h[1] - 3 / (1 + exp(-1))) < 1e-6 && fabs(h[2] - 4 * -2 / (1 + exp(2))) < 1e-6,
           "swiglu values");
+    float h2[3] = {2, 3, 4}, g2[3] = {0, 1, -2};
+    kern_geglu(h2, g2, 3);
+    double c = sqrt(2 / 3.14159265358979323846), ge1 = 0.5 * (1 + tanh(c * (1 + 0.044715))), ge2 = -0.5 * 2 * (1 + tanh(c * (-2 - 0.044715 * 8)));
+    CHECK(h2[0] == 0.0f && fabs(h2[1] - 3 * ge1) < 1e-6 && fabs(h2[2] - 4 * ge2) < 1e-6, "geglu values");
+    float sc[3] = {0, 30, -1e6};
+    kern_softcap(sc, 3, 30.0f);
+    CHECK(sc[0] == 0.0f && fabs(sc[1] - 30 * tanh(1.0)) < 1e-5 && fabs(sc[2] + 30) < 1e-5, "softcap values");
 }
 
 int main(void) {

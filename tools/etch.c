@@ -271,9 +271,14 @@ static int cmd_inspect(int argc, char **argv) {
            "tied embeddings %s, tokenizer %s\n",
            m->arch, m->dim, m->hidden_dim, m->n_heads, (double)m->norm_eps, (double)m->rope_base, m->rope_style,
            m->tied_embeddings ? "yes" : "no", m->tokenizer);
-    uint64_t kv_bytes = 2ull * (uint64_t)m->n_layers * (uint64_t)m->max_context_len * (uint64_t)m->n_kv_heads *
-                        (uint64_t)m->head_dim * 4;
-    printf("  KV cache per session: %.2f MiB\n", (double)kv_bytes / (1024.0 * 1024.0));
+    if (m->sliding_window)
+        printf("  sliding window %d in %d of %d layers (the others attend to the whole context)\n", m->sliding_window,
+               m->n_window_layers, m->n_layers);
+    printf("  KV cache per session: %.2f MiB", (double)m->kv_cache_bytes / (1024.0 * 1024.0));
+    if (m->kv_cache_bytes != m->kv_cache_full_bytes)
+        printf(" (rings of window + max_seq_len - 1 rows in windowed layers; %.2f MiB with a full cache in every layer)",
+               (double)m->kv_cache_full_bytes / (1024.0 * 1024.0));
+    printf("\n");
     printf("\nmetadata:\n");
     char line[512];
     for (int32_t i = 0; i < info.n_metadata; i++) {
@@ -763,7 +768,7 @@ static int cmd_tokenize(int argc, char **argv) {
 /* ------------------------------------------------------------------ synth */
 
 static const char synth_help[] =
-    "usage: etch synth --arch llama|qwen2|qwen3 --tokenizer tokenizer.json --format hf|gguf -o PATH [options]\n"
+    "usage: etch synth --arch llama|qwen2|qwen3|gemma3 --tokenizer tokenizer.json --format hf|gguf -o PATH [options]\n"
     "\n"
     "Writes a model with seeded random weights (matrices N(0, std), norms 1 + N(0, std)) in a real\n"
     "model's shapes or any other, with a real tokenizer: a Hugging Face folder (config.json,\n"
@@ -775,6 +780,7 @@ static const char synth_help[] =
     "  --seed S           default 1\n"
     "  --std X            weight standard deviation (default 0.02)\n"
     "  --dtype T          f32 (default), f16, bf16; GGUF also q8_0, q4_0\n"
+    "  --sliding-window N gemma3: the window of its local layers (default 512; every sixth layer is global)\n"
     "  -h, --help         this text\n";
 
 static int cmd_synth(int argc, char **argv) {
@@ -789,7 +795,8 @@ static int cmd_synth(int argc, char **argv) {
         double d;
         struct { const char *name; int32_t *dst; } ints[] = {
             {"--layers", &o.layers}, {"--dim", &o.dim}, {"--hidden-dim", &o.hidden_dim}, {"--heads", &o.heads},
-            {"--kv-heads", &o.kv_heads}, {"--head-dim", &o.head_dim}, {"--context-len", &o.context_len}};
+            {"--kv-heads", &o.kv_heads}, {"--head-dim", &o.head_dim}, {"--context-len", &o.context_len},
+            {"--sliding-window", &o.sliding_window}};
         int matched = 0;
         for (size_t k = 0; k < sizeof ints / sizeof *ints; k++)
             if (!strcmp(a, ints[k].name)) {

@@ -14,7 +14,7 @@
 void imp_model_free(imp_model *m) {
     if (!m) return;
     free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tok_merges);
-    free(m->tok_pretok), free(m->tensors), free(m->chat_jinja);
+    free(m->tok_pretok), free(m->tensors), free(m->chat_jinja), free(m->layer_window);
     for (int i = 0; i < m->n_maps; i++) base_map_close(&m->maps[i]);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
@@ -80,6 +80,19 @@ static float src_at(const imp_tensor *t, size_t i) {
     }
     }
     return 0.0f;
+}
+
+void imp_tensor_f32(const imp_tensor *t, float *out) {
+    size_t n = (size_t)t->dims[0] * (t->ndim > 1 ? (size_t)t->dims[1] : 1);
+    for (size_t i = 0; i < n; i++) out[i] = src_at(t, i);
+}
+
+int imp_set_windows(imp_model *m, int32_t window, const uint8_t *is_windowed) {
+    free(m->layer_window);
+    m->layer_window = calloc((size_t)m->n_layers, sizeof *m->layer_window);
+    if (!m->layer_window) return 0;
+    for (int32_t l = 0; l < m->n_layers; l++) m->layer_window[l] = !is_windowed || is_windowed[l] ? window : 0;
+    return 1;
 }
 
 static uint32_t fmt_of(int kern_type) {
@@ -223,6 +236,20 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         fmt_put_f32(w, "rope_scaling.high_freq_factor", m->rs_high);
         fmt_put_f32(w, "rope_scaling.original_context_len", m->rs_orig);
     }
+    if (m->rope_linear > 0) {
+        fmt_put_str(w, "rope_scaling", "linear");
+        fmt_put_f32(w, "rope_scaling.factor", m->rope_linear);
+    }
+    /* The variations of the decoder (Gemma-3 and sliding windows), written only when they apply. */
+    if (m->gelu) fmt_put_str(w, "act", "gelu_tanh");
+    if (m->post_norms) fmt_put_i32(w, "post_norms", 1);
+    if (m->embd_scale > 0) fmt_put_f32(w, "embd_scale", m->embd_scale);
+    if (m->query_pre_attn_scalar > 0) fmt_put_f32(w, "query_pre_attn_scalar", m->query_pre_attn_scalar);
+    if (m->final_softcap > 0) fmt_put_f32(w, "final_logit_softcap", m->final_softcap);
+    if (m->rope_base_local > 0) fmt_put_f32(w, "rope_base_local", m->rope_base_local);
+    int32_t any_window = 0;
+    for (int32_t l = 0; m->layer_window && l < m->n_layers; l++) any_window |= m->layer_window[l] > 0;
+    if (any_window) fmt_put_i32s(w, "layer_window", m->layer_window, (uint32_t)m->n_layers);
     fmt_put_i32(w, "tied_embeddings", m->tied_embeddings);
     fmt_put_i32(w, "qkv_bias", m->qkv_bias);
     fmt_put_i32(w, "qk_norm", m->qk_norm);

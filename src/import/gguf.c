@@ -474,6 +474,44 @@ static etch_status need_key_int(const gguf_file *g, const char *arch, const char
     return ETCH_OK;
 }
 
+/* Gemma-3 as llama.cpp reads it (norm weights already hold 1 + w; the local layers' RoPE base and the
+ * pattern of one global layer in six are fixed by the architecture), and sliding windows. */
+static etch_status read_windows(const gguf_file *g, const char *arch, imp_model *m, etch_error *err) {
+    char key[128];
+    double d;
+    int32_t window;
+    etch_status st = need_key_int(g, arch, "attention.sliding_window", 0, 1 << 24, &window, 0, 0, err);
+    if (st) return st;
+    int gemma = !strcmp(arch, "gemma3");
+    if (gemma) {
+        m->gelu = m->post_norms = m->qk_norm = 1;
+        m->embd_scale = sqrtf((float)m->dim);
+        /* llama.cpp: 1/sqrt(head_dim), except the 27B model (62 layers), which uses dim / heads. */
+        m->query_pre_attn_scalar = m->n_layers == 62 ? (float)(m->dim / m->n_heads) : (float)m->head_dim;
+        snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+        if (gguf_float(g, key, &d) && d > 0) m->final_softcap = (float)d;
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        gguf_str type;
+        if (gguf_string(g, key, &type)) {
+            if (type.n == 6 && !memcmp(type.s, "linear", 6)) {
+                snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+                if (gguf_float(g, key, &d) && d > 0) m->rope_linear = (float)d;
+            } else if (!(type.n == 4 && !memcmp(type.s, "none", 4))) {
+                return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (linear, none)", g->path, key,
+                                 (int)(type.n < 32 ? type.n : 32), type.s);
+            }
+        }
+        if (window > 0) m->rope_base_local = 10000.0f;
+    }
+    if (window <= 0) return ETCH_OK;
+    uint8_t *w = malloc((size_t)m->n_layers);
+    if (!w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    for (int32_t l = 0; l < m->n_layers; l++) w[l] = gemma ? (l + 1) % 6 != 0 : 1;
+    int ok = imp_set_windows(m, window, w);
+    free(w);
+    return ok ? ETCH_OK : base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+}
+
 etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_error *err) {
     memset(m, 0, sizeof *m);
     gguf_file *g = calloc(1, sizeof *g);
@@ -488,8 +526,8 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
     char arch[32] = "";
     if (gguf_string(g, "general.architecture", &arch_s)) snprintf(arch, sizeof arch, "%.*s", (int)(arch_s.n < 31 ? arch_s.n : 31), arch_s.s);
     if (!tokenizer_only) {
-        if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3")) {
-            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen2, qwen3)", path,
+        if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "qwen3") && strcmp(arch, "gemma3")) {
+            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama, qwen2, qwen3, gemma3)", path,
                            arch[0] ? arch : "(general.architecture missing)");
             goto done;
         }
@@ -520,6 +558,7 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
         m->rope_style = !strcmp(arch, "llama") ? "adjacent" : "half";
         m->qkv_bias = !strcmp(arch, "qwen2");
         m->qk_norm = !strcmp(arch, "qwen3");
+        if ((st = read_windows(g, arch, m, err))) goto done;
     }
     if ((st = read_gguf_tokenizer(g, m, err))) goto done;
     gguf_str tpl;

@@ -4,6 +4,7 @@
 #include "import.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,71 @@ static const char *opt_string(const cJSON *o, const char *key) {
 
 /* ------------------------------------------------------------------ config.json */
 
+/* Gemma-3's own keys: scaled embeddings, sandwich norms with (1 + w) weights, q/k norms, the score
+ * scale, RoPE bases of local and global layers, soft-capping. */
+static etch_status read_gemma3(const cJSON *c, const char *path, imp_model *m, etch_error *err) {
+    etch_status st;
+    m->gelu = m->post_norms = m->norm_plus_one = m->qk_norm = 1;
+    m->embd_scale = sqrtf((float)m->dim);
+    m->tied_embeddings = 1;
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(c, "attn_logit_softcapping");
+    if (cap && !cJSON_IsNull(cap))
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: attn_logit_softcapping is not supported (Gemma-3 has none)", path);
+    if ((st = opt_num(c, path, "query_pre_attn_scalar", (double)m->head_dim, &m->query_pre_attn_scalar, err)) ||
+        (st = opt_num(c, path, "rope_theta", 1000000.0, &m->rope_base, err)) ||
+        (st = opt_num(c, path, "rope_local_base_freq", 10000.0, &m->rope_base_local, err)))
+        return st;
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(c, "final_logit_softcapping");
+    if (fc && !cJSON_IsNull(fc) && (st = opt_num(c, path, "final_logit_softcapping", 0, &m->final_softcap, err))) return st;
+    return ETCH_OK;
+}
+
+/* Sliding windows: `layer_types` when the config lists them; else Gemma-3's pattern (every
+ * sliding_window_pattern-th layer global), Qwen2/Qwen3's use_sliding_window from max_window_layers on,
+ * or Mistral's window on every layer. */
+static etch_status read_windows(const cJSON *c, const char *path, imp_model *m, etch_error *err) {
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(c, "sliding_window");
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    int gemma = !strcmp(m->model_type, "gemma3"), qwen = !strncmp(m->model_type, "qwen", 4);
+    int32_t window = 0;
+    etch_status st;
+    if (sw && !cJSON_IsNull(sw) && (st = get_int(c, path, "sliding_window", 1, 1 << 24, &window, err))) return st;
+    if (qwen && !opt_bool(c, "use_sliding_window", 0)) window = 0;
+    if (!window) {
+        if (gemma) return base_fail(err, ETCH_ERR_FORMAT, "%s: 'sliding_window' is missing", path);
+        return ETCH_OK;
+    }
+    uint8_t *w = calloc((size_t)m->n_layers, 1);
+    if (!w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    st = ETCH_OK;
+    if (cJSON_IsArray(types)) {
+        if (cJSON_GetArraySize(types) != m->n_layers)
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: 'layer_types' has %d entries for %d layers", path,
+                           cJSON_GetArraySize(types), m->n_layers);
+        int l = 0;
+        for (const cJSON *e = types->child; e && !st; e = e->next, l++) {
+            const char *t = cJSON_GetStringValue(e);
+            if (t && !strcmp(t, "sliding_attention")) w[l] = 1;
+            else if (!t || strcmp(t, "full_attention"))
+                st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: layer_types[%d] '%s' is not supported (sliding_attention, "
+                               "full_attention)", path, l, t ? t : "?");
+        }
+    } else if (gemma) {
+        int32_t pattern;
+        st = opt_int(c, path, "sliding_window_pattern", 1, 4096, 6, &pattern, err);
+        for (int l = 0; l < m->n_layers && !st; l++) w[l] = (l + 1) % pattern != 0;
+    } else if (qwen) {
+        int32_t from;
+        st = opt_int(c, path, "max_window_layers", 0, 4096, 0, &from, err);
+        for (int l = 0; l < m->n_layers && !st; l++) w[l] = l >= from;
+    } else {
+        memset(w, 1, (size_t)m->n_layers);
+    }
+    if (!st && !imp_set_windows(m, window, w)) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    free(w);
+    return st;
+}
+
 static etch_status read_config(const char *dir, imp_model *m, etch_error *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -99,13 +165,18 @@ static etch_status read_config(const char *dir, imp_model *m, etch_error *err) {
         cJSON_Delete(c);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: 'architectures' is missing", path);
     }
+    int gemma = 0;
     if (!strcmp(arch, "LlamaForCausalLM")) snprintf(m->model_type, sizeof m->model_type, "llama");
+    else if (!strcmp(arch, "MistralForCausalLM")) snprintf(m->model_type, sizeof m->model_type, "mistral");
     else if (!strcmp(arch, "Qwen2ForCausalLM")) snprintf(m->model_type, sizeof m->model_type, "qwen2"), m->qkv_bias = 1;
     else if (!strcmp(arch, "Qwen3ForCausalLM")) snprintf(m->model_type, sizeof m->model_type, "qwen3"), m->qk_norm = 1;
+    else if (!strcmp(arch, "Gemma3ForCausalLM")) snprintf(m->model_type, sizeof m->model_type, "gemma3"), gemma = 1;
     else {
         st = base_fail(err, ETCH_ERR_UNSUPPORTED,
-                       "%s: architecture '%s' is not supported (LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
-                       path, arch);
+                       "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
+                       "Qwen3ForCausalLM, Gemma3ForCausalLM%s)",
+                       path, arch, !strcmp(arch, "Gemma3ForConditionalGeneration") ? "; the multimodal Gemma-3 is not: "
+                       "export a text-only Gemma3ForCausalLM checkpoint" : "");
         cJSON_Delete(c);
         return st;
     }
@@ -131,18 +202,22 @@ static etch_status read_config(const char *dir, imp_model *m, etch_error *err) {
                        "num_key_value_heads %d", path, m->head_dim, m->n_heads, m->n_kv_heads);
         goto done;
     }
-    const char *act = opt_string(c, "hidden_act");
-    if (act && strcmp(act, "silu") != 0) {
-        st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: hidden_act '%s' is not supported (silu)", path, act);
+    const char *act = opt_string(c, gemma ? "hidden_activation" : "hidden_act");
+    if (!act && gemma) act = opt_string(c, "hidden_act");
+    if (gemma ? act && strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_tanh") : act && strcmp(act, "silu")) {
+        st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: hidden activation '%s' is not supported (%s)", path, act,
+                       gemma ? "gelu_pytorch_tanh" : "silu");
         goto done;
     }
+    if (gemma && (st = read_gemma3(c, path, m, err))) goto done;
+    if ((st = read_windows(c, path, m, err))) goto done;
     if (!strcmp(m->model_type, "llama") && opt_bool(c, "attention_bias", 0)) {
         st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: attention_bias true is not supported for Llama", path);
         goto done;
     }
-    if (opt_bool(c, "mlp_bias", 0) || opt_bool(c, "use_sliding_window", 0)) {
+    if (opt_bool(c, "mlp_bias", 0) || (gemma && opt_bool(c, "attention_bias", 0))) {
         st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: %s is not supported", path,
-                       opt_bool(c, "mlp_bias", 0) ? "mlp_bias" : "use_sliding_window");
+                       opt_bool(c, "mlp_bias", 0) ? "mlp_bias" : "attention_bias");
         goto done;
     }
     m->tied_embeddings = opt_bool(c, "tie_word_embeddings", 0);
@@ -150,8 +225,12 @@ static etch_status read_config(const char *dir, imp_model *m, etch_error *err) {
     if (rs && !cJSON_IsNull(rs)) {
         const char *type = opt_string(rs, "rope_type");
         if (!type) type = opt_string(rs, "type");
+        if (type && !strcmp(type, "linear")) {
+            if ((st = opt_num(rs, path, "factor", 1.0, &m->rope_linear, err))) goto done;
+            goto scaled;
+        }
         if (!type || strcmp(type, "llama3") != 0) {
-            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported (llama3)", path,
+            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported (llama3, linear)", path,
                            type ? type : "?");
             goto done;
         }
@@ -164,6 +243,7 @@ static etch_status read_config(const char *dir, imp_model *m, etch_error *err) {
             goto done;
         m->rs_orig = (float)orig;
     }
+scaled:;
     const char *dt = opt_string(c, "torch_dtype");
     m->source_dtype = dt && !strcmp(dt, "float32") ? IMP_F32 : dt && !strcmp(dt, "float16") ? IMP_F16 : IMP_BF16;
     m->rope_style = "half"; /* Hugging Face's rotate_half */
@@ -180,7 +260,14 @@ done:
 /* ------------------------------------------------------------------ safetensors */
 
 /* HF tensor name -> program name, and whether it is a matrix. Returns 0 for an unknown name. */
-static int map_name(const char *hf, char *out, size_t cap, int *matrix) {
+static int map_name(const char *hf, int gemma, char *out, size_t cap, int *matrix) {
+    /* Gemma's four norms per block: its post_attention_layernorm follows attention; the norm before
+     * the feed-forward is pre_feedforward_layernorm. */
+    static const struct { const char *hf, *etch; } gemma_norms[] = {
+        {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    };
     static const struct { const char *hf, *etch; int matrix; } layer[] = {
         {"input_layernorm.weight", "attn_norm.weight", 0},
         {"self_attn.q_proj.weight", "attn_q.weight", 1},
@@ -201,7 +288,10 @@ static int map_name(const char *hf, char *out, size_t cap, int *matrix) {
     if (!strcmp(hf, "model.norm.weight")) return *matrix = 0, snprintf(out, cap, "output_norm.weight"), 1;
     if (!strcmp(hf, "lm_head.weight")) return *matrix = 1, snprintf(out, cap, "output.weight"), 1;
     int l, used = 0;
-    if (sscanf(hf, "model.layers.%d.%n", &l, &used) == 1 && used > 0 && l >= 0)
+    if (sscanf(hf, "model.layers.%d.%n", &l, &used) == 1 && used > 0 && l >= 0 && gemma)
+        for (size_t i = 0; i < sizeof gemma_norms / sizeof *gemma_norms; i++)
+            if (!strcmp(hf + used, gemma_norms[i].hf)) return *matrix = 0, snprintf(out, cap, "blk.%d.%s", l, gemma_norms[i].etch), 1;
+    if (used > 0 && l >= 0)
         for (size_t i = 0; i < sizeof layer / sizeof *layer; i++)
             if (!strcmp(hf + used, layer[i].hf)) return *matrix = layer[i].matrix, snprintf(out, cap, "blk.%d.%s", l, layer[i].etch), 1;
     return 0;
@@ -239,7 +329,7 @@ static etch_status read_safetensors(const char *path, imp_model *m, const cJSON 
         char name[96];
         int matrix;
         if (strstr(t->string, "rotary_emb.inv_freq")) continue; /* recomputed from rope_theta */
-        if (!map_name(t->string, name, sizeof name, &matrix)) {
+        if (!map_name(t->string, !strcmp(m->model_type, "gemma3"), name, sizeof name, &matrix)) {
             st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tensor '%s' is not part of a supported architecture", path,
                            t->string);
             break;
@@ -712,6 +802,23 @@ static void read_generation_config(const char *dir, imp_model *m) {
     cJSON_Delete(g);
 }
 
+/* Gemma's RMSNorm scales by (1 + w): the program stores 1 + w (in f32, as Hugging Face computes it),
+ * so the runtime's norm is the same for every family. */
+static etch_status shift_norms(imp_model *m, etch_error *err) {
+    for (int32_t i = 0; i < m->n_tensors; i++) {
+        imp_tensor *t = &m->tensors[i];
+        size_t len = strlen(t->name);
+        if (t->matrix || len < 11 || strcmp(t->name + len - 11, "norm.weight")) continue;
+        float *v = imp_own(m, malloc((size_t)t->dims[0] * sizeof *v));
+        if (!v) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+        imp_tensor_f32(t, v);
+        for (uint64_t k = 0; k < t->dims[0]; k++) v[k] = 1.0f + v[k];
+        t->data = v;
+        t->src_type = IMP_F32;
+    }
+    return ETCH_OK;
+}
+
 etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err) {
     memset(m, 0, sizeof *m);
     char dir[4096];
@@ -745,6 +852,7 @@ etch_status imp_hf(const char *dir, imp_model *m, etch_error *err) {
         read_generation_config(dir, m);
         st = read_weights(dir, m, err);
     }
+    if (!st && m->norm_plus_one) st = shift_norms(m, err);
     if (st) imp_model_free(m);
     return st;
 }

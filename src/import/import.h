@@ -22,13 +22,23 @@ typedef struct imp_tensor {
 /* A model between import and export. */
 typedef struct imp_model {
     /* architecture */
-    char model_type[32];     /* "llama", "qwen2", "qwen3": what the source called it */
+    char model_type[32];     /* "llama", "mistral", "qwen2", "qwen3", "gemma3": what the source called it */
     int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, context_len;
     float norm_eps, rope_base;
     const char *rope_style;  /* "adjacent" | "half" */
     int32_t tied_embeddings, qkv_bias, qk_norm;
     int32_t rope_llama3;     /* Llama 3 rope scaling with the four values below */
     float rs_factor, rs_low, rs_high, rs_orig;
+    float rope_linear;       /* 0, or linear RoPE scaling: positions divided by this (full-attention layers) */
+    /* Gemma-3 and sliding windows */
+    int32_t gelu;            /* the gate's activation is GELU (tanh approximation), not SiLU */
+    int32_t post_norms;      /* norms after attention and after the feed-forward */
+    int32_t norm_plus_one;   /* the source stores RMSNorm weights as w for a scale of (1 + w) (Hugging Face Gemma) */
+    float embd_scale;        /* 0, or the factor embeddings are multiplied by */
+    float query_pre_attn_scalar; /* 0, or scores are q.k / sqrt(this) instead of / sqrt(head_dim) */
+    float final_softcap;     /* 0, or the final logits' soft cap */
+    float rope_base_local;   /* 0, or the RoPE base of windowed layers */
+    int32_t *layer_window;   /* owned [n_layers] or NULL: each layer's sliding window, 0 for full attention */
     int source_dtype;        /* IMP_*: the dtype a program gets when export asks for none */
     /* tokenizer: pieces raw (a space is ' '), one of two rankings */
     int tok_model;           /* TOK_MODEL_SCORES | TOK_MODEL_MERGES */
@@ -59,6 +69,10 @@ void imp_model_free(imp_model *m);
 /* Adds a tensor (borrowing data). Returns NULL on allocation failure. */
 imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
                            uint64_t cols, int matrix);
+/* The tensor's n values widened to f32 (n = rows * cols). */
+void imp_tensor_f32(const imp_tensor *t, float *out);
+/* Sets the sliding window of every layer: windowed iff is_windowed[l] (NULL: all). 0 on allocation failure. */
+int imp_set_windows(imp_model *m, int32_t window, const uint8_t *is_windowed);
 /* Takes ownership of a malloc'ed buffer (freed with the model). Returns p, or NULL (and frees p). */
 void *imp_own(imp_model *m, void *p);
 

@@ -19,12 +19,13 @@ typedef struct synth_cfg {
     int32_t dim, hidden, layers, heads, kv_heads, head_dim, vocab, ctx;
     float eps, rope_base, std;
     int tied, qkv_bias, qk_norm, llama3;
+    int gemma, window; /* Gemma-3: sandwich norms, (1 + w) norms in the HF folder, local layers' window */
 } synth_cfg;
 
 typedef struct synth_tensor {
     char hf[96], gguf[96];
     uint64_t rows, cols; /* cols 0: a vector */
-    int kind;            /* 0 matrix, 1 norm, 2 bias */
+    int kind;            /* 0 matrix, 1 norm, 2 bias, 3 Gemma norm (stored w in HF, 1 + w in GGUF) */
     int permute_heads;   /* GGUF llama: Q/K rows reordered for adjacent-pair RoPE; the head count */
 } synth_tensor;
 
@@ -47,7 +48,8 @@ static int list_tensors(const synth_cfg *c, synth_tensor *t) {
         snprintf(h, sizeof h, "model.layers.%d.%s", l, HS);          \
         snprintf(g, sizeof g, "blk.%d.%s", l, GS);                   \
         ADD(h, g, R, C, KIND, PERM)
-        L("input_layernorm.weight", "attn_norm.weight", D, 0, 1, 0);
+        int nk = c->gemma ? 3 : 1;
+        L("input_layernorm.weight", "attn_norm.weight", D, 0, nk, 0);
         L("self_attn.q_proj.weight", "attn_q.weight", Q, D, 0, llama ? c->heads : 0);
         L("self_attn.k_proj.weight", "attn_k.weight", K, D, 0, llama ? c->kv_heads : 0);
         L("self_attn.v_proj.weight", "attn_v.weight", K, D, 0, 0);
@@ -57,17 +59,23 @@ static int list_tensors(const synth_cfg *c, synth_tensor *t) {
             L("self_attn.v_proj.bias", "attn_v.bias", K, 0, 2, 0);
         }
         if (c->qk_norm) {
-            L("self_attn.q_norm.weight", "attn_q_norm.weight", hd, 0, 1, 0);
-            L("self_attn.k_norm.weight", "attn_k_norm.weight", hd, 0, 1, 0);
+            L("self_attn.q_norm.weight", "attn_q_norm.weight", hd, 0, nk, 0);
+            L("self_attn.k_norm.weight", "attn_k_norm.weight", hd, 0, nk, 0);
         }
         L("self_attn.o_proj.weight", "attn_output.weight", D, Q, 0, 0);
-        L("post_attention_layernorm.weight", "ffn_norm.weight", D, 0, 1, 0);
+        if (c->gemma) {
+            L("post_attention_layernorm.weight", "post_attention_norm.weight", D, 0, nk, 0);
+            L("pre_feedforward_layernorm.weight", "ffn_norm.weight", D, 0, nk, 0);
+            L("post_feedforward_layernorm.weight", "post_ffw_norm.weight", D, 0, nk, 0);
+        } else {
+            L("post_attention_layernorm.weight", "ffn_norm.weight", D, 0, 1, 0);
+        }
         L("mlp.gate_proj.weight", "ffn_gate.weight", F, D, 0, 0);
         L("mlp.up_proj.weight", "ffn_up.weight", F, D, 0, 0);
         L("mlp.down_proj.weight", "ffn_down.weight", D, F, 0, 0);
 #undef L
     }
-    ADD("model.norm.weight", "output_norm.weight", D, 0, 1, 0);
+    ADD("model.norm.weight", "output_norm.weight", D, 0, c->gemma ? 3 : 1, 0);
     if (!c->tied) ADD("lm_head.weight", "output.weight", V, D, 0, 0);
 #undef ADD
     return n;
@@ -82,15 +90,21 @@ static uint64_t mix(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-static void fill_tensor(const synth_cfg *c, const synth_tensor *t, uint64_t seed, float *x) {
+/* Values N(0, std); a norm's are 1 + N(0, std), except a Gemma norm in a Hugging Face folder (gguf 0),
+ * which stores the N(0, std) part w of its (1 + w) scale: llama.cpp's converter adds the 1, as f32. */
+static void fill_tensor(const synth_cfg *c, const synth_tensor *t, uint64_t seed, int gguf, float *x) {
     uint64_t s = seed ^ base_fnv1a(BASE_FNV_INIT, t->hf, strlen(t->hf));
     uint64_t n = t->rows * (t->cols ? t->cols : 1);
+    /* Gemma multiplies embeddings by sqrt(dim): its table is drawn that much smaller, as a trained
+     * one is, or each token's own row would dominate the residual stream (and the tied classifier). */
+    double std = c->gemma && !strcmp(t->gguf, "token_embd.weight") ? c->std / sqrt((double)c->dim) : c->std;
     for (uint64_t i = 0; i < n; i += 2) {
         double u1 = ((double)(mix(&s) >> 11) + 1.0) / 9007199254740993.0, u2 = (double)(mix(&s) >> 11) / 9007199254740992.0;
         double r = sqrt(-2.0 * log(u1));
-        float a = (float)(r * cos(2 * M_PI * u2) * c->std), b = (float)(r * sin(2 * M_PI * u2) * c->std);
-        x[i] = t->kind == 1 ? 1.0f + a : a;
-        if (i + 1 < n) x[i + 1] = t->kind == 1 ? 1.0f + b : b;
+        float a = (float)(r * cos(2 * M_PI * u2) * std), b = (float)(r * sin(2 * M_PI * u2) * std);
+        int one = t->kind == 1 || (t->kind == 3 && gguf);
+        x[i] = one ? 1.0f + a : a;
+        if (i + 1 < n) x[i + 1] = one ? 1.0f + b : b;
     }
 }
 
@@ -135,14 +149,15 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
                             const char *dir, etch_error *err) {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) return base_fail(err, ETCH_ERR_IO, "%s: cannot create: %s", dir, strerror(errno));
     char path[4200];
-    static const char *archs[] = {"llama", "LlamaForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM"};
+    static const char *archs[] = {"llama", "LlamaForCausalLM", "qwen2", "Qwen2ForCausalLM", "qwen3", "Qwen3ForCausalLM",
+                                  "gemma3", "Gemma3ForCausalLM"};
     const char *arch_name = "";
-    for (int i = 0; i < 6; i += 2)
+    for (int i = 0; i < 8; i += 2)
         if (!strcmp(c->arch, archs[i])) arch_name = archs[i + 1];
     cJSON *j = cJSON_CreateObject();
     cJSON *a = cJSON_AddArrayToObject(j, "architectures");
     cJSON_AddItemToArray(a, cJSON_CreateString(arch_name));
-    cJSON_AddStringToObject(j, "model_type", c->arch);
+    cJSON_AddStringToObject(j, "model_type", c->gemma ? "gemma3_text" : c->arch);
     cJSON_AddNumberToObject(j, "hidden_size", c->dim);
     cJSON_AddNumberToObject(j, "intermediate_size", c->hidden);
     cJSON_AddNumberToObject(j, "num_hidden_layers", c->layers);
@@ -154,7 +169,20 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
     cJSON_AddNumberToObject(j, "rms_norm_eps", c->eps);
     cJSON_AddNumberToObject(j, "rope_theta", c->rope_base);
     cJSON_AddBoolToObject(j, "tie_word_embeddings", c->tied);
-    cJSON_AddStringToObject(j, "hidden_act", "silu");
+    if (c->gemma) {
+        cJSON_AddStringToObject(j, "hidden_activation", "gelu_pytorch_tanh");
+        cJSON_AddNumberToObject(j, "query_pre_attn_scalar", c->head_dim);
+        cJSON_AddNumberToObject(j, "rope_local_base_freq", 10000.0);
+        cJSON_AddNumberToObject(j, "sliding_window", c->window);
+        cJSON_AddNumberToObject(j, "sliding_window_pattern", 6);
+        cJSON *lt = cJSON_AddArrayToObject(j, "layer_types");
+        for (int l = 0; l < c->layers; l++)
+            cJSON_AddItemToArray(lt, cJSON_CreateString((l + 1) % 6 ? "sliding_attention" : "full_attention"));
+        cJSON_AddNullToObject(j, "final_logit_softcapping");
+        cJSON_AddNullToObject(j, "attn_logit_softcapping");
+    } else {
+        cJSON_AddStringToObject(j, "hidden_act", "silu");
+    }
     cJSON_AddBoolToObject(j, "attention_bias", c->qkv_bias);
     cJSON_AddStringToObject(j, "torch_dtype", dtype == KERN_F32 ? "float32" : dtype == KERN_F16 ? "float16" : "bfloat16");
     if (tok->bos_id >= 0) cJSON_AddNumberToObject(j, "bos_token_id", tok->bos_id);
@@ -231,7 +259,7 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
     for (int i = 0; ok && i < n; i++) {
         int type = ts[i].kind == 0 ? dtype : KERN_F32;
         uint64_t cnt = ts[i].rows * (ts[i].cols ? ts[i].cols : 1);
-        fill_tensor(c, &ts[i], seed, x);
+        fill_tensor(c, &ts[i], seed, 0, x);
         if (type == KERN_F32) {
             ok = fwrite(x, 4, (size_t)cnt, f) == cnt;
         } else {
@@ -311,6 +339,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
     gguf_kv_f32(&g, K("rope.freq_base"), c->rope_base);
     gguf_kv_u32(&g, K("attention.key_length"), (uint32_t)c->head_dim);
     gguf_kv_u32(&g, K("attention.value_length"), (uint32_t)c->head_dim);
+    if (c->gemma) gguf_kv_u32(&g, K("attention.sliding_window"), (uint32_t)c->window);
 #undef K
     /* Tokenizer. */
     gguf_kv_str(&g, "tokenizer.ggml.model", tok->tok_byte_level ? "gpt2" : "llama");
@@ -370,7 +399,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
     float *x = malloc((size_t)max_n * sizeof *x), *tmp = malloc((size_t)max_n * sizeof *tmp);
     if (!x || !tmp || !buf) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n && !st; i++) {
-        fill_tensor(c, &ts[i], seed, x);
+        fill_tensor(c, &ts[i], seed, 1, x);
         if (ts[i].permute_heads) permute_rows(x, ts[i].rows, ts[i].cols, ts[i].permute_heads, tmp);
         gguf_tensor_data(&g, ts[i].kind == 0 ? gtype : GGUF_F32, x, ts[i].rows * (ts[i].cols ? ts[i].cols : 1));
     }
@@ -386,23 +415,28 @@ etch_status etch_synth(const etch_synth_options *o, const char *out_path, etch_e
     if (!o || !out_path || !o->arch || !o->tokenizer || !o->format)
         return base_fail(err, ETCH_ERR_ARG, "etch_synth: arch, tokenizer, format and output are required");
     synth_cfg c = {0};
-    if (strcmp(o->arch, "llama") && strcmp(o->arch, "qwen2") && strcmp(o->arch, "qwen3"))
-        return base_fail(err, ETCH_ERR_ARG, "arch '%s' is not one of llama, qwen2, qwen3", o->arch);
+    if (strcmp(o->arch, "llama") && strcmp(o->arch, "qwen2") && strcmp(o->arch, "qwen3") && strcmp(o->arch, "gemma3"))
+        return base_fail(err, ETCH_ERR_ARG, "arch '%s' is not one of llama, qwen2, qwen3, gemma3", o->arch);
     snprintf(c.arch, sizeof c.arch, "%s", o->arch);
     const char *preset = o->preset ? o->preset : "tiny";
     if (!strcmp(preset, "qwen3-0.6b")) {
-        c = (synth_cfg){"", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1e-6f, 1000000.0f, 0, 1, 0, 0, 0};
+        c = (synth_cfg){"", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1e-6f, 1000000.0f, 0, 1, 0, 0, 0, 0, 0};
     } else if (!strcmp(preset, "llama-3.2-1b")) {
-        c = (synth_cfg){"", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 1e-5f, 500000.0f, 0, 1, 0, 0, 1};
+        c = (synth_cfg){"", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 1e-5f, 500000.0f, 0, 1, 0, 0, 1, 0, 0};
     } else if (!strcmp(preset, "tiny")) {
-        c = (synth_cfg){"", 64, 192, 2, 4, 2, 16, 0, 2048, 1e-5f, 10000.0f, 0, 1, 0, 0, 0};
+        c = (synth_cfg){"", 64, 192, 2, 4, 2, 16, 0, 2048, 1e-5f, 10000.0f, 0, 1, 0, 0, 0, 0, 0};
     } else {
         return base_fail(err, ETCH_ERR_ARG, "preset '%s' is not one of qwen3-0.6b, llama-3.2-1b, tiny", preset);
     }
     snprintf(c.arch, sizeof c.arch, "%s", o->arch);
     c.qkv_bias = !strcmp(o->arch, "qwen2");
-    c.qk_norm = !strcmp(o->arch, "qwen3");
+    c.gemma = !strcmp(o->arch, "gemma3");
+    c.qk_norm = !strcmp(o->arch, "qwen3") || c.gemma;
     if (strcmp(o->arch, "llama")) c.llama3 = 0;
+    if (c.gemma) c.tied = 1, c.rope_base = 1000000.0f;
+    if (o->sliding_window < 0 || (o->sliding_window && !c.gemma))
+        return base_fail(err, ETCH_ERR_ARG, "sliding_window %d: only gemma3 takes one, and it must be positive", o->sliding_window);
+    c.window = o->sliding_window ? o->sliding_window : 512;
     if (o->layers) c.layers = o->layers;
     if (o->dim) c.dim = o->dim;
     if (o->hidden_dim) c.hidden = o->hidden_dim;

@@ -291,28 +291,32 @@ void kern_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
+/* The keys query position p sees: lo .. p. */
+static inline int att_first_key(const kern_att_shape *a, int p) {
+    return a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+}
+
 void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end) {
-    int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
-    float norm = sqrtf((float)head_dim);
+                        int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end) {
+    int hd = a->head_dim, kv_dim = a->n_kv_heads * hd, group = a->n_heads / a->n_kv_heads;
     for (int r = 0; r < n; r++) {
-        int len = start_pos + r + 1; /* causal: keys 0 .. start_pos + r */
+        int p = start_pos + r, lo = att_first_key(a, p), len = p - lo + 1;
         for (int h = g_begin * group; h < g_end * group; h++) {
-            const float *qh = q + ((size_t)r * n_heads + h) * head_dim;
+            const float *qh = q + ((size_t)r * a->n_heads + h) * hd;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {
-                const float *kt = k_cache + (size_t)t * kv_dim + (size_t)kvh * head_dim;
+                const float *kt = k_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
                 float s = 0.0f;
-                for (int i = 0; i < head_dim; i++) s += qh[i] * kt[i];
-                scores[t] = s / norm;
+                for (int i = 0; i < hd; i++) s += qh[i] * kt[i];
+                scores[t] = s / a->score_div;
             }
             kern_softmax(scores, len);
-            float *oh = out + ((size_t)r * n_heads + h) * head_dim;
-            memset(oh, 0, (size_t)head_dim * sizeof *oh);
+            float *oh = out + ((size_t)r * a->n_heads + h) * hd;
+            memset(oh, 0, (size_t)hd * sizeof *oh);
             for (int t = 0; t < len; t++) {
-                const float *vt = v_cache + (size_t)t * kv_dim + (size_t)kvh * head_dim;
-                float a = scores[t];
-                for (int i = 0; i < head_dim; i++) oh[i] += a * vt[i];
+                const float *vt = v_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
+                float w = scores[t];
+                for (int i = 0; i < hd; i++) oh[i] += w * vt[i];
             }
         }
     }
@@ -326,92 +330,123 @@ AVX2 static INLINE float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* A run of keys at consecutive cache rows: positions first .. first+count-1, scores at sc[off ..]. */
+typedef struct att_run {
+    int off, count;
+    size_t row; /* cache row of the first key */
+} att_run;
+
 /* R queries (1..4) that read the same KV head: each K and V row loaded once serves all of them,
- * whether they are rows of the chunk or heads of a grouped-query group. Query i sees keys
- * 0 .. len[i]-1; its softmax covers exactly those, and the keys past them get weight 0, which leaves
- * its sums unchanged: a query's result does not depend on the block it shares. */
-AVX2 static INLINE void att_block(int R, const float *const *q, float *const *out, const int *len, const float *kbase,
-                                  const float *vbase, size_t stride, int hd, float norm, float *sc, size_t sc_stride) {
+ * whether they are rows of the chunk or heads of a grouped-query group. Query i sees the keys at
+ * score indices lo[i] .. hi[i] of the block's span; its softmax covers exactly those, and the other
+ * keys get weight 0, which leaves its sums unchanged: a query's result does not depend on the block
+ * it shares. The span lies in one or two runs of cache rows (two when it wraps around a ring). */
+AVX2 static INLINE void att_block(int R, const float *const *q, float *const *out, const int *lo, const int *hi,
+                                  const att_run *runs, int n_runs, const float *kbase, const float *vbase,
+                                  size_t stride, int hd, float div, float *sc, size_t sc_stride) {
     /* Eight FMA chains whatever R is: KS keys at a time for Q.K, VL vectors per query for A.V. */
     const int KS = R == 1 ? 8 : R == 2 ? 4 : 2, VL = KS;
-    int maxlen = 0;
-    for (int r = 0; r < R; r++) maxlen = len[r] > maxlen ? len[r] : maxlen;
-    int t = 0;
-    for (; t + KS <= maxlen; t += KS) {
-        __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = _mm256_setzero_ps();
-        const float *k0 = kbase + (size_t)t * stride;
-        for (int i = 0; i < hd; i += 8) {
-            __m256 kv[8];
-            _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = _mm256_loadu_ps(k0 + (size_t)c * stride + i);
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                __m256 qv = _mm256_loadu_ps(q[r] + i);
-                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = _mm256_fmadd_ps(qv, kv[c], a[r * KS + c]);
+    int span = 0;
+    for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
+    for (int g = 0; g < n_runs; g++) {
+        const float *kr = kbase + runs[g].row * stride;
+        float *s0 = sc + runs[g].off;
+        int t = 0, count = runs[g].count;
+        for (; t + KS <= count; t += KS) {
+            __m256 a[8];
+            _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = _mm256_setzero_ps();
+            const float *k0 = kr + (size_t)t * stride;
+            for (int i = 0; i < hd; i += 8) {
+                __m256 kv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = _mm256_loadu_ps(k0 + (size_t)c * stride + i);
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    __m256 qv = _mm256_loadu_ps(q[r] + i);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = _mm256_fmadd_ps(qv, kv[c], a[r * KS + c]);
+                }
             }
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) s0[r * sc_stride + t + c] = hsum(a[r * KS + c]) / div;
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) sc[r * sc_stride + t + c] = hsum(a[r * KS + c]) / norm;
+        for (; t < count; t++) /* the keys left over, one at a time: the same sums */
+            for (int r = 0; r < R; r++) {
+                __m256 a = _mm256_setzero_ps();
+                for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + i), _mm256_loadu_ps(kr + (size_t)t * stride + i), a);
+                s0[r * sc_stride + t] = hsum(a) / div;
+            }
     }
-    for (; t < maxlen; t++) /* the keys left over, one at a time: the same sums */
-        for (int r = 0; r < R; r++) {
-            __m256 a = _mm256_setzero_ps();
-            for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + i), _mm256_loadu_ps(kbase + (size_t)t * stride + i), a);
-            sc[r * sc_stride + t] = hsum(a) / norm;
-        }
     for (int r = 0; r < R; r++) {
-        kern_softmax(sc + r * sc_stride, len[r]);
-        for (int u = len[r]; u < maxlen; u++) sc[r * sc_stride + u] = 0.0f;
+        float *sr = sc + r * sc_stride;
+        kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
+        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
+        for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
     }
     int i = 0;
     for (; i + 8 * VL <= hd; i += 8 * VL) {
         __m256 a[8];
         _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = _mm256_setzero_ps();
-        for (int u = 0; u < maxlen; u++) {
-            const float *v = vbase + (size_t)u * stride + i;
-            __m256 vv[8];
-            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = _mm256_loadu_ps(v + 8 * c);
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                __m256 w = _mm256_broadcast_ss(sc + r * sc_stride + u);
-                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = _mm256_fmadd_ps(w, vv[c], a[r * VL + c]);
+        for (int g = 0; g < n_runs; g++)
+            for (int u = 0; u < runs[g].count; u++) {
+                const float *v = vbase + (runs[g].row + (size_t)u) * stride + i;
+                const float *su = sc + runs[g].off + u;
+                __m256 vv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = _mm256_loadu_ps(v + 8 * c);
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    __m256 w = _mm256_broadcast_ss(su + r * sc_stride);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = _mm256_fmadd_ps(w, vv[c], a[r * VL + c]);
+                }
             }
-        }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
             _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) _mm256_storeu_ps(out[r] + i + 8 * c, a[r * VL + c]);
     }
     for (; i < hd; i += 8) /* lanes left over (small heads): the same sums, fewer chains */
         for (int r = 0; r < R; r++) {
             __m256 a = _mm256_setzero_ps();
-            for (int u = 0; u < maxlen; u++)
-                a = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + r * sc_stride + u), _mm256_loadu_ps(vbase + (size_t)u * stride + i), a);
+            for (int g = 0; g < n_runs; g++)
+                for (int u = 0; u < runs[g].count; u++)
+                    a = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + r * sc_stride + runs[g].off + u),
+                                        _mm256_loadu_ps(vbase + (runs[g].row + (size_t)u) * stride + i), a);
             _mm256_storeu_ps(out[r] + i, a);
         }
 }
 
 AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                                int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin,
-                                int g_end) {
-    int kv_dim = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
-    float norm = sqrtf((float)head_dim);
-    size_t row = (size_t)n_heads * head_dim, ctx = (size_t)(start_pos + n);
+                                int start_pos, const kern_att_shape *as, float *scores, int g_begin, int g_end) {
+    int hd = as->head_dim, kv_dim = as->n_kv_heads * hd, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
+    size_t row = (size_t)as->n_heads * hd;
+    /* Score rows: a block's span is at most the context, or the window plus the three rows a block of
+     * four queries can cover beyond the first. */
+    size_t sc_stride = (size_t)(start_pos + n);
+    if (as->window > 0 && (size_t)as->window + 3 < sc_stride) sc_stride = (size_t)as->window + 3;
     for (int g = g_begin; g < g_end; g++) {
-        const float *kbase = k_cache + (size_t)g * head_dim, *vbase = v_cache + (size_t)g * head_dim;
+        const float *kbase = k_cache + (size_t)g * hd, *vbase = v_cache + (size_t)g * hd;
         /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
         int total = n * group;
         for (int b = 0; b < total; b += 4) {
-            int R = total - b < 4 ? total - b : 4, len[4];
+            int R = total - b < 4 ? total - b : 4, lo[4], hi[4], first = 1 << 30, last = 0;
             const float *qs[4];
             float *os[4];
             for (int i = 0; i < R; i++) {
-                int r = (b + i) / group, h = g * group + (b + i) % group;
-                qs[i] = q + (size_t)r * row + (size_t)h * head_dim;
-                os[i] = out + (size_t)r * row + (size_t)h * head_dim;
-                len[i] = start_pos + r + 1;
+                int r = (b + i) / group, h = g * group + (b + i) % group, p = start_pos + r;
+                qs[i] = q + (size_t)r * row + (size_t)h * hd;
+                os[i] = out + (size_t)r * row + (size_t)h * hd;
+                lo[i] = att_first_key(as, p), hi[i] = p;
+                first = lo[i] < first ? lo[i] : first, last = p > last ? p : last;
+            }
+            for (int i = 0; i < R; i++) lo[i] -= first, hi[i] -= first;
+            /* Positions first..last as runs of consecutive cache rows (one, or two around the ring). */
+            att_run runs[2];
+            int n_runs = 1, slot = first % C, count = last - first + 1;
+            runs[0] = (att_run){0, count, (size_t)slot};
+            if (slot + count > C) {
+                runs[0].count = C - slot;
+                runs[1] = (att_run){C - slot, count - (C - slot), 0};
+                n_runs = 2;
             }
             switch (R) { /* the block size known to the compiler */
-            case 4: att_block(4, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
-            case 3: att_block(3, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
-            case 2: att_block(2, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
-            default: att_block(1, qs, os, len, kbase, vbase, (size_t)kv_dim, head_dim, norm, scores, ctx); break;
+            case 4: att_block(4, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            case 3: att_block(3, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            case 2: att_block(2, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            default: att_block(1, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
             }
         }
     }
@@ -419,14 +454,14 @@ AVX2 static void attention_avx2(float *out, const float *q, const float *k_cache
 #endif
 
 void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                    int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end) {
+                    const kern_att_shape *a, float *scores, int g_begin, int g_end) {
 #ifdef KERN_X86
-    if (!use_portable && head_dim % 8 == 0) {
-        attention_avx2(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, g_begin, g_end);
+    if (!use_portable && a->head_dim % 8 == 0) {
+        attention_avx2(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
         return;
     }
 #endif
-    kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, n_heads, n_kv_heads, head_dim, scores, g_begin, g_end);
+    kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
 }
 
 void kern_swiglu(float *h, const float *g, size_t n) {
@@ -434,6 +469,18 @@ void kern_swiglu(float *h, const float *g, size_t n) {
         float v = g[i];
         h[i] *= v * (1.0f / (1.0f + expf(-v)));
     }
+}
+
+void kern_geglu(float *h, const float *g, size_t n) {
+    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+    for (size_t i = 0; i < n; i++) {
+        float v = g[i];
+        h[i] *= 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+    }
+}
+
+void kern_softcap(float *x, size_t n, float cap) {
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
 int kern_argmax(const float *x, int n) {

@@ -62,17 +62,26 @@ void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_fre
  * (Hugging Face rotate_half). Pair i turns by position * inv_freq[i]. */
 void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const float *inv_freq, int style);
 
+/* The geometry of one attention layer. */
+typedef struct kern_att_shape {
+    int n_heads, n_kv_heads, head_dim;
+    float score_div;  /* a score is q.k / score_div: sqrt(head_dim), or sqrt(query_pre_attn_scalar) (Gemma) */
+    int window;       /* 0: the query at position p sees keys 0..p; W > 0: keys p-W+1..p (sliding window) */
+    int cache_rows;   /* the key of position t is cache row t % cache_rows: a ring when smaller than the context */
+} kern_att_shape;
+
 /* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for the
  * query heads of KV heads g_begin .. g_end-1 (threads split the KV heads; the query heads of a group
  * share every K and V row read).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
- *   k_cache, v_cache: [>= start_pos+n, n_kv_heads*head_dim] (rows are positions)
+ *   k_cache, v_cache: [cache_rows, n_kv_heads*head_dim]; every key a query sees must be in its row
  *   scores: scratch [4 * (start_pos+n)]
- * Query r sees keys 0 .. start_pos+r. Heads share KV heads in groups (GQA). */
-void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                    int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end);
+ * Keys are summed in position order whatever the ring's rotation, so a query's result depends only on
+ * its own keys: batched and one-token prefill agree exactly, windowed or not. */
+void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                    const kern_att_shape *a, float *scores, int g_begin, int g_end);
 void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, int n_heads, int n_kv_heads, int head_dim, float *scores, int g_begin, int g_end);
+                        int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end);
 
 /* The machine's limits, measured: fused multiply-add throughput of one thread (GFLOP/s, counting
  * a multiply-add as 2) over about `seconds`, and the read bandwidth of summing buf (GB/s). */
@@ -81,6 +90,11 @@ double kern_read_bandwidth(const float *buf, size_t n);
 
 /* h[i] = silu(g[i]) * h[i], for i < n. */
 void kern_swiglu(float *h, const float *g, size_t n);
+/* h[i] = gelu_tanh(g[i]) * h[i], for i < n: GELU with the tanh approximation (Gemma's GeGLU),
+ * 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
+void kern_geglu(float *h, const float *g, size_t n);
+/* x[i] = cap * tanh(x[i] / cap), for i < n (Gemma's final logit soft-capping). */
+void kern_softcap(float *x, size_t n, float cap);
 
 /* x[i] = exp(x[i] - max) / sum, in place. */
 void kern_softmax(float *x, int n);

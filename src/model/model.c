@@ -7,18 +7,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+int model_kv_rows(int window, int max_seq_len, int max_context_len) {
+    if (window <= 0) return max_context_len;
+    int64_t rows = (int64_t)window + max_seq_len - 1;
+    return rows < max_context_len ? (int)rows : max_context_len;
+}
+
 etch_status model_state_new(const model_config *c, int n_threads, model_state *s, etch_error *err) {
     memset(s, 0, sizeof *s);
     s->n_threads = n_threads;
     size_t rows = (size_t)c->max_seq_len, q_dim = (size_t)c->n_heads * c->head_dim;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
-    size_t cache = (size_t)c->n_layers * c->max_context_len * kv_dim;
+    s->kv_off = malloc((size_t)c->n_layers * sizeof *s->kv_off);
+    if (!s->kv_off) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the cache table");
+    size_t cache_rows = 0;
+    for (int l = 0; l < c->n_layers; l++) s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
     struct { float **p; size_t n; } plan[] = {
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
         {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
-        {&s->k_cache, cache},            {&s->v_cache, cache},
+        {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
+        {&s->k_cache, cache_rows * kv_dim}, {&s->v_cache, cache_rows * kv_dim},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         *plan[i].p = calloc(plan[i].n, sizeof(float));
@@ -29,13 +39,14 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         }
         s->bytes += plan[i].n * sizeof(float);
     }
+    s->kv_bytes = 2 * cache_rows * kv_dim * sizeof(float);
     return ETCH_OK;
 }
 
 void model_state_free(model_state *s) {
     if (!s) return;
     free(s->x), free(s->xb), free(s->q), free(s->proj), free(s->hb), free(s->hb2), free(s->scores);
-    free(s->k_cache), free(s->v_cache);
+    free(s->k_tmp), free(s->v_tmp), free(s->k_cache), free(s->v_cache), free(s->kv_off);
     memset(s, 0, sizeof *s);
 }
 
@@ -91,46 +102,60 @@ typedef struct att_job {
     const model_config *c;
     model_state *s;
     const float *kc, *vc;
+    kern_att_shape shape;
     int n, start_pos;
 } att_job;
 
 static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
-    const model_config *c = j->c;
     int b, e;
-    base_split(c->n_kv_heads, nw, i, 1, &b, &e);
+    base_split(j->c->n_kv_heads, nw, i, 1, &b, &e);
     if (b < e)
-        kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, c->n_heads, c->n_kv_heads, c->head_dim,
-                       j->s->scores + (size_t)i * 4 * c->max_context_len, b, e);
+        kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, &j->shape,
+                       j->s->scores + (size_t)i * 4 * j->c->max_context_len, b, e);
 }
 
-typedef struct swiglu_job {
+typedef struct gate_job {
     float *h;
     const float *g;
-    int n;
-} swiglu_job;
+    int n, act;
+} gate_job;
 
-static void swiglu_task(void *ctx, int i, int nw) {
-    const swiglu_job *j = ctx;
+static void gate_task(void *ctx, int i, int nw) {
+    const gate_job *j = ctx;
     int b, e;
     base_split(j->n, nw, i, 64, &b, &e);
-    if (b < e) kern_swiglu(j->h + b, j->g + b, (size_t)(e - b));
+    if (b >= e) return;
+    if (j->act == MODEL_ACT_GELU_TANH) kern_geglu(j->h + b, j->g + b, (size_t)(e - b));
+    else kern_swiglu(j->h + b, j->g + b, (size_t)(e - b));
+}
+
+/* Copies n rows of kv_dim values at positions start_pos.. into a ring of `rows` rows. */
+static void ring_store(float *cache, const float *src, int n, int start_pos, int rows, int kv_dim) {
+    for (int r = 0; r < n; r++)
+        memcpy(cache + (size_t)((start_pos + r) % rows) * kv_dim, src + (size_t)r * kv_dim, (size_t)kv_dim * sizeof *src);
 }
 
 void model_forward(const model_config *c, const model_weights *w, model_state *s, base_pool *pool,
                    const int32_t *tokens, int n, int start_pos, float *logits, int all_logits) {
     const int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    const size_t layer_cache = (size_t)c->max_context_len * kv_dim;
     const int wt = c->wtype;
 
     for (int r = 0; r < n; r++) kern_packed_row(s->x + (size_t)r * dim, w->tok_embd, wt, tokens[r], dim);
+    if (c->embd_scale != 1.0f)
+        for (size_t i = 0; i < (size_t)n * dim; i++) s->x[i] *= c->embd_scale;
 
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
-        float *kc = s->k_cache + l * layer_cache, *vc = s->v_cache + l * layer_cache;
-        float *k_rows = kc + (size_t)start_pos * kv_dim, *v_rows = vc + (size_t)start_pos * kv_dim;
+        const int rows = c->kv_rows[l], slot = start_pos % rows, window = c->window[l];
+        float *kc = s->k_cache + s->kv_off[l] * kv_dim, *vc = s->v_cache + s->kv_off[l] * kv_dim;
+        /* k and v land directly in the cache rows, unless the chunk wraps around the ring */
+        const int direct = slot + n <= rows;
+        float *k_rows = direct ? kc + (size_t)slot * kv_dim : s->k_tmp;
+        float *v_rows = direct ? vc + (size_t)slot * kv_dim : s->v_tmp;
+        const float *inv_freq = window ? c->inv_freq_local : c->inv_freq;
 
-        /* attention: q, k, v for all n rows; k and v land directly in the cache rows */
+        /* attention: q, k, v for all n rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
         mm_group qkv = {{{s->q, s->xb, L->wq, wt, n, q_dim, dim},
                          {k_rows, s->xb, L->wk, wt, n, kv_dim, dim},
@@ -146,24 +171,31 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
             kern_rmsnorm(s->q, s->q, L->q_norm, n * c->n_heads, hd, c->norm_eps);
             kern_rmsnorm(k_rows, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->norm_eps);
         }
-        kern_rope(s->q, n, c->n_heads, hd, start_pos, c->inv_freq, c->rope_style);
-        kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, c->inv_freq, c->rope_style);
-        att_job aj = {c, s, kc, vc, n, start_pos};
-        if ((int64_t)n * (start_pos + n) * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
+        kern_rope(s->q, n, c->n_heads, hd, start_pos, inv_freq, c->rope_style);
+        kern_rope(k_rows, n, c->n_kv_heads, hd, start_pos, inv_freq, c->rope_style);
+        if (!direct) {
+            ring_store(kc, k_rows, n, start_pos, rows, kv_dim);
+            ring_store(vc, v_rows, n, start_pos, rows, kv_dim);
+        }
+        att_job aj = {c, s, kc, vc, {c->n_heads, c->n_kv_heads, hd, c->score_div, window, rows}, n, start_pos};
+        int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
+        if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
         matmul(pool, s->proj, s->xb, L->wo, wt, n, dim, q_dim);
+        if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
-        /* feed-forward: w_down(silu(w_gate x) * w_up x) */
+        /* feed-forward: w_down(act(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
         mm_group ffn = {{{s->hb, s->xb, L->w_up, wt, n, c->hidden_dim, dim},
                          {s->hb2, s->xb, L->w_gate, wt, n, c->hidden_dim, dim}}, 2};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
         else base_pool_run(pool, mm_group_task, &ffn);
-        swiglu_job sj = {s->hb, s->hb2, n * c->hidden_dim};
-        if (n * c->hidden_dim < (1 << 14)) swiglu_task(&sj, 0, 1);
-        else base_pool_run(pool, swiglu_task, &sj);
+        gate_job gj = {s->hb, s->hb2, n * c->hidden_dim, c->act};
+        if (n * c->hidden_dim < (1 << 14)) gate_task(&gj, 0, 1);
+        else base_pool_run(pool, gate_task, &gj);
         matmul(pool, s->proj, s->hb, L->w_down, wt, n, dim, c->hidden_dim);
+        if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_ffn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
 
@@ -172,4 +204,5 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     int first = all_logits ? 0 : n - 1, rows = n - first;
     kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
     matmul(pool, logits, s->xb, w->output, wt, rows, c->vocab_size, dim);
+    if (c->final_softcap > 0) kern_softcap(logits, (size_t)rows * c->vocab_size, c->final_softcap);
 }

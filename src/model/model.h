@@ -19,7 +19,22 @@ typedef struct model_config {
     int wtype;           /* KERN_F32 | KERN_F16 | KERN_BF16: matrices and the embedding table */
     int qkv_bias;        /* Qwen2: q, k, v projections have biases */
     int qk_norm;         /* Qwen3: RMSNorm over each head of q and k before RoPE */
+    int act;             /* MODEL_ACT_*: the gate's activation */
+    int post_norms;      /* Gemma: RMSNorm on the attention output and on the feed-forward output */
+    float embd_scale;    /* embeddings are multiplied by this (Gemma: sqrt(dim)); 1 otherwise */
+    float score_div;     /* attention scores are q.k / score_div */
+    float final_softcap; /* 0, or logits = cap * tanh(logits / cap) */
+    const int32_t *window;  /* [n_layers]: 0 for full attention, else the layer's sliding window */
+    const int32_t *kv_rows; /* [n_layers]: cache rows of the layer: max_context_len, or a ring for a window */
+    const float *inv_freq_local; /* [head_dim / 2] RoPE frequencies of windowed layers (Gemma: their own base) */
 } model_config;
+
+enum { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
+
+/* Cache rows a layer with this window needs so that a forward call of up to max_seq_len rows never
+ * overwrites a key one of its own queries still sees: the query at p reads p-window+1 .. p, and the
+ * call writes up to p + max_seq_len - 1, so window + max_seq_len - 1 rows (the context when smaller). */
+int model_kv_rows(int window, int max_seq_len, int max_context_len);
 
 /* Views into the program's mapping. Matrices are packed in 16-row panels (kern_packed_index) and of
  * type config.wtype; shapes below are the logical [out, in]. Norms and biases are always f32. */
@@ -31,7 +46,9 @@ typedef struct model_layer {
     const float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] when qkv_bias, else NULL */
     const float *q_norm, *k_norm; /* [head_dim] when qk_norm, else NULL */
     const void *wo;         /* [dim, n_heads * head_dim] */
+    const float *post_attn_norm; /* [dim] when post_norms, else NULL */
     const float *ffn_norm;  /* [dim] */
+    const float *post_ffn_norm;  /* [dim] when post_norms, else NULL */
     const void *w_gate;     /* [hidden_dim, dim]   (llama2.c w1) */
     const void *w_up;       /* [hidden_dim, dim]   (llama2.c w3) */
     const void *w_down;     /* [dim, hidden_dim]   (llama2.c w2) */
@@ -53,9 +70,12 @@ typedef struct model_state {
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
     float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
+    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: k and v of a chunk that wraps around a ring */
     int n_threads;
-    float *k_cache;  /* [n_layers, max_context_len, kv_dim] */
-    float *v_cache;  /* [n_layers, max_context_len, kv_dim] */
+    float *k_cache;  /* [sum over layers of kv_rows[l], kv_dim]: layer l's rows start at kv_off[l] */
+    float *v_cache;  /* same shape */
+    size_t *kv_off;  /* [n_layers] first row of each layer */
+    size_t kv_bytes; /* the K and V caches */
     size_t bytes;    /* total allocated */
 } model_state;
 
@@ -63,7 +83,8 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
 void model_state_free(model_state *s);
 
 /* The forward pass of tokens[n] at positions start_pos .. start_pos+n-1. The caller has checked
- * the inputs (1 <= n <= max_seq_len, start_pos+n <= max_context_len, ids in range).
+ * the inputs (1 <= n <= max_seq_len, start_pos+n <= max_context_len, ids in range, and for windowed
+ * layers that the ring still holds the keys the first query sees).
  * logits: NULL, [vocab] for the last row, or [n, vocab] when all_logits. */
 void model_forward(const model_config *c, const model_weights *w, model_state *s, base_pool *pool,
                    const int32_t *tokens, int n, int start_pos, float *logits, int all_logits);

@@ -3,6 +3,7 @@
 
 #include "../kernels/kernels.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,12 @@ static etch_status opt_i32(const etch_program *p, const char *path, const char *
                            int32_t dflt, int32_t *v, etch_error *err) {
     *v = dflt;
     return fmt_find_meta(&p->file, key) ? need_i32(p, path, key, lo, hi, v, err) : ETCH_OK;
+}
+
+static etch_status opt_f32(const etch_program *p, const char *path, const char *key, float dflt, float *v,
+                           etch_error *err) {
+    *v = dflt;
+    return fmt_find_meta(&p->file, key) ? need_f32(p, path, key, v, err) : ETCH_OK;
 }
 
 static etch_status opt_str(const etch_program *p, const char *path, const char *key, const char *dflt,
@@ -144,10 +151,47 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 
     model_config *c = &p->cfg;
     *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
-                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, wtype, 0, 0};
+                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, wtype, 0, 0,
+                        MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL};
+    const char *act;
+    float qpas = (float)m->head_dim;
     if ((st = opt_i32(p, path, "qkv_bias", 0, 1, 0, &c->qkv_bias, err)) ||
-        (st = opt_i32(p, path, "qk_norm", 0, 1, 0, &c->qk_norm, err)))
+        (st = opt_i32(p, path, "qk_norm", 0, 1, 0, &c->qk_norm, err)) ||
+        (st = opt_i32(p, path, "post_norms", 0, 1, 0, &c->post_norms, err)) ||
+        (st = opt_str(p, path, "act", "silu", &act, err)) ||
+        (st = opt_f32(p, path, "embd_scale", 1.0f, &c->embd_scale, err)) ||
+        (st = opt_f32(p, path, "query_pre_attn_scalar", qpas, &qpas, err)) ||
+        (st = opt_f32(p, path, "final_logit_softcap", 0.0f, &c->final_softcap, err)))
         return st;
+    c->act = !strcmp(act, "silu") ? MODEL_ACT_SILU : !strcmp(act, "gelu_tanh") ? MODEL_ACT_GELU_TANH : -1;
+    if (c->act < 0) return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: act '%s' is not supported (silu, gelu_tanh)", path, act);
+    c->score_div = sqrtf(qpas);
+
+    /* Attention windows, layer by layer, and the cache rows they need. */
+    p->window = calloc((size_t)m->n_layers, sizeof *p->window);
+    p->kv_rows = calloc((size_t)m->n_layers, sizeof *p->kv_rows);
+    if (!p->window || !p->kv_rows) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer windows", path);
+    const fmt_meta *lw = fmt_find_meta(&p->file, "layer_window");
+    if (lw) {
+        if ((st = need_meta(p, path, "layer_window", FMT_I32, (uint32_t)m->n_layers, &lw, err))) return st;
+        memcpy(p->window, lw->data, (size_t)m->n_layers * sizeof *p->window);
+    }
+    int64_t kv_row_bytes = 2 * (int64_t)m->n_kv_heads * m->head_dim * (int64_t)sizeof(float);
+    for (int l = 0; l < m->n_layers; l++) {
+        if (p->window[l] < 0 || p->window[l] > big)
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: layer_window[%d] = %d is outside 0..%d", path, l, p->window[l], big);
+        if (p->window[l] >= m->max_context_len) p->window[l] = 0; /* the window covers the whole context */
+        p->kv_rows[l] = model_kv_rows(p->window[l], m->max_seq_len, m->max_context_len);
+        if (p->window[l]) {
+            m->n_window_layers++;
+            if (p->window[l] > m->sliding_window) m->sliding_window = p->window[l];
+        }
+        m->kv_cache_bytes += p->kv_rows[l] * kv_row_bytes;
+        m->kv_cache_full_bytes += m->max_context_len * kv_row_bytes;
+    }
+    m->layer_window = p->window;
+    c->window = p->window;
+    c->kv_rows = p->kv_rows;
 
     /* RoPE frequencies, computed once here, with the recorded scaling. */
     p->inv_freq = malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq);
@@ -164,10 +208,24 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
             return st;
         if (!(hi > lo)) return base_fail(err, ETCH_ERR_FORMAT, "%s: rope_scaling high_freq_factor <= low_freq_factor", path);
         kern_rope_llama3(p->inv_freq, m->head_dim, f, lo, hi, orig);
+    } else if (strcmp(scaling, "linear") == 0) { /* positions divided by the factor */
+        float f;
+        if ((st = need_f32(p, path, "rope_scaling.factor", &f, err))) return st;
+        for (int i = 0; i < m->head_dim / 2; i++) p->inv_freq[i] /= f;
     } else if (strcmp(scaling, "none") != 0) {
-        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling '%s' is not supported (none, llama3)", path, scaling);
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling '%s' is not supported (none, llama3, linear)", path,
+                         scaling);
     }
-    c->inv_freq = p->inv_freq;
+    c->inv_freq = c->inv_freq_local = p->inv_freq;
+    /* Windowed layers with their own base (Gemma-3: 10,000 beside the global layers' 1,000,000) and no scaling. */
+    if (fmt_find_meta(&p->file, "rope_base_local")) {
+        float base;
+        if ((st = need_f32(p, path, "rope_base_local", &base, err))) return st;
+        p->inv_freq_local = malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq_local);
+        if (!p->inv_freq_local) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the RoPE table", path);
+        kern_rope_freqs(p->inv_freq_local, m->head_dim, base);
+        c->inv_freq_local = p->inv_freq_local;
+    }
     return ETCH_OK;
 }
 
@@ -200,7 +258,9 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
             {"attn_q_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->q_norm, c->qk_norm},
             {"attn_k_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->k_norm, c->qk_norm},
             {"attn_output.weight", wt, dim, q_dim, &L->wo, 1},
+            {"post_attention_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->post_attn_norm, c->post_norms},
             {"ffn_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->ffn_norm, 1},
+            {"post_ffw_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->post_ffn_norm, c->post_norms},
             {"ffn_gate.weight", wt, hid, dim, &L->w_gate, 1},
             {"ffn_up.weight", wt, hid, dim, &L->w_up, 1},
             {"ffn_down.weight", wt, dim, hid, &L->w_down, 1},
@@ -287,7 +347,7 @@ void etch_program_close(etch_program *p) {
     if (!p) return;
     tok_free(&p->tok);
     free(p->w.layers);
-    free(p->inv_freq);
+    free(p->inv_freq), free(p->inv_freq_local), free(p->window), free(p->kv_rows);
     fmt_close(&p->file);
     free(p);
 }

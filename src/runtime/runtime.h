@@ -14,6 +14,9 @@ struct etch_program {
     model_config cfg;
     model_weights w;        /* w.layers owned */
     float *inv_freq;        /* [head_dim / 2] RoPE frequencies, owned */
+    float *inv_freq_local;  /* [head_dim / 2] those of windowed layers when they have their own base, owned */
+    int32_t *window;        /* [n_layers] each layer's window (0: full), owned */
+    int32_t *kv_rows;       /* [n_layers] each layer's cache rows, owned */
     tok_tokenizer tok;
     uint64_t n_params;
     double load_start_ms, load_end_ms;
@@ -39,6 +42,7 @@ struct etch_session {
     int32_t *generated;     /* [max_context_len] */
     int32_t n_generated;
     int32_t *chunks;        /* [max_context_len] prefill chunk sizes */
+    int32_t kv_end;         /* positions 0 .. kv_end-1 have been written by forward calls */
     etch_stats stats;
     uint64_t rng;
     /* Generation in progress (etch_generate_start .. etch_generate_next). */

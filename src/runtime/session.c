@@ -84,6 +84,7 @@ static void describe_call(const etch_program *p, const int32_t *tokens, int32_t 
     for (int32_t i = 0; i < m->n_eos; i++) APPEND("%s%d", i ? ", " : "", m->eos_ids[i]);
     APPEND("] n_layers=%d n_kv_heads=%d head_dim=%d dtype=%s arch=%s", m->n_layers, m->n_kv_heads, m->head_dim,
            m->dtype, m->arch);
+    if (m->sliding_window) APPEND(" sliding_window=%d (%d of %d layers)", m->sliding_window, m->n_window_layers, m->n_layers);
     APPEND("\n  inputs: tokens int32[1, %d] = [", n);
     if (tokens) {
         for (int32_t i = 0; i < n; i++) {
@@ -128,11 +129,26 @@ etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int3
                 break;
             }
     }
+    /* A windowed layer's ring holds the last kv_rows positions written: going back further than that
+     * (rewinding a conversation) would read keys that later positions overwrote. */
+    for (int32_t l = 0; !bad && l < m->n_layers && start_pos > 0 && start_pos <= s->kv_end; l++) {
+        int32_t w = p->cfg.window[l], rows = p->cfg.kv_rows[l];
+        int32_t need = start_pos - w + 1 > 0 ? start_pos - w + 1 : 0, held = s->kv_end - rows > 0 ? s->kv_end - rows : 0;
+        if (w && need < held) {
+            snprintf(s->error, sizeof s->error,
+                     "etch_forward: start_pos %d needs the keys of positions %d..%d, but layer %d keeps a sliding-window "
+                     "ring of %d rows that now holds positions %d..%d: continue from position %d or later, or start "
+                     "again at 0",
+                     start_pos, need, start_pos - 1, l, rows, held, s->kv_end - 1, held + w - 1);
+            bad = 1;
+        }
+    }
     if (bad) {
         describe_call(p, tokens, n, start_pos, s->error, sizeof s->error);
         return ETCH_ERR_INPUT;
     }
     model_forward(&p->cfg, &p->w, &s->st, s->pool, tokens, n, start_pos, logits, all_logits);
+    s->kv_end = start_pos + n;
     return ETCH_OK;
 }
 
