@@ -2,8 +2,12 @@
  * usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N_TOKENS
  *
  * For each prompt (token ids, BOS included when the model adds one):
- *   - the greedy continuation of etch (GGUF program) equals llama.cpp's, token for token, for
- *     N_TOKENS tokens (or up to an end-of-generation token both produce);
+ *   - along llama.cpp's greedy continuation of N_TOKENS tokens (or up to an end-of-generation token),
+ *     etch (GGUF program) predicts each of llama.cpp's tokens from the same prefix: its argmax is that
+ *     token, or (a near-tie, counted and printed) that token's logit is within LOGIT_TOL of the argmax.
+ *     Random weights make near-ties: the Gemma-3 model meets one where the top two logits are 4e-5
+ *     apart, far inside the two implementations' rounding differences, and free-running greedy
+ *     decoding would diverge there for good and compare nothing after it;
  *   - at the last prompt position, etch's logits agree with llama.cpp's log-probabilities over its
  *     K most probable tokens: logit differences to the top token, |(l_i - l_top) - (lp_i - lp_top)|,
  *     within LOGIT_TOL (softmax is shift-invariant, so differences are what both determine);
@@ -15,7 +19,9 @@
  * floating-point sums (SIMD widths, tiling, llama.cpp's attention) and in transcendental function
  * implementations. A dot product of length k carries a relative error of about k * 2^-24 ~ 3e-5
  * for k = 512; through a few layers and a final norm this stays well under 1e-3 of logits of order
- * 1..10, hence LOGIT_TOL = 2e-3. The HF and GGUF programs share every weight bit; only Llama's
+ * 1..10, hence LOGIT_TOL = 2e-3. Gemma-3 adds llama.cpp's GELU, which looks its result up in a table
+ * indexed by the input rounded to f16 (relative error ~2^-11 per activation, where etch computes
+ * tanh in f32): measured, 2.1e-4 at most, still inside LOGIT_TOL. The HF and GGUF programs share every weight bit; only Llama's
  * Q/K row permutation (adjacent vs half-split RoPE pairs) reorders the q.k sums, hence HF_TOL = 1e-4. */
 #include "check.h"
 #include "etch.h"
@@ -76,7 +82,7 @@ int main(int argc, char **argv) {
     int32_t *gen = malloc((size_t)n_tok * sizeof *gen), *gen_h = malloc((size_t)n_tok * sizeof *gen_h);
     float *lg = malloc((size_t)m->vocab_size * sizeof *lg), *lh = malloc((size_t)m->vocab_size * sizeof *lh);
     double worst_ref = 0, worst_hf = 0;
-    int prompts = 0, tokens = 0;
+    int prompts = 0, tokens = 0, n_ties = 0;
     for (const cJSON *r = results ? results->child : NULL; r; r = r->next) {
         const cJSON *pj = cJSON_GetObjectItem(r, "prompt"), *gj = cJSON_GetObjectItem(r, "generated");
         const cJSON *tj = cJSON_GetObjectItem(r, "top_logprobs");
@@ -84,16 +90,25 @@ int main(int argc, char **argv) {
         int32_t *ids = malloc((size_t)n_ids * sizeof *ids);
         for (int i = 0; i < n_ids; i++) ids[i] = cJSON_GetArrayItem(pj, i)->valueint;
         REQUIRE(greedy(sg, ids, n_ids, n_tok, gen, lg, m), "etch (GGUF) forward failed: %s", etch_session_error(sg));
+        /* Along llama.cpp's continuation, up to an end-of-generation token it stopped at. */
+        int n_ref = cJSON_GetArraySize(gj), need = n_ref < n_tok ? n_ref : n_tok, agree = 0, ties = 0;
+        REQUIRE(greedy(sg, ids, n_ids, 0, NULL, lh, m), "etch forward failed: %s", etch_session_error(sg));
+        for (int i = 0; i < need; i++) {
+            int32_t best = 0, want = cJSON_GetArrayItem(gj, i)->valueint;
+            for (int v = 1; v < m->vocab_size; v++)
+                if (lh[v] > lh[best]) best = v;
+            if (best == want) agree++;
+            else if (lh[best] - lh[want] <= LOGIT_TOL) ties++;
+            else CHECK(0, "prompt %d, token %d: llama.cpp chose %d, etch %d (logit %g above it)", prompts, i, want, best,
+                       (double)(lh[best] - lh[want]));
+            REQUIRE(etch_forward(sg, &want, 1, n_ids + i, lh, 0) == ETCH_OK, "%s", etch_session_error(sg));
+        }
+        CHECK(need >= (n_ref < n_tok ? 1 : n_tok), "prompt %d: llama.cpp generated %d tokens", prompts, n_ref);
+        if (ties) printf("prompt %d: %d of %d tokens at near-ties (top logits within %g)\n", prompts, ties, need, LOGIT_TOL);
         REQUIRE(greedy(sh, ids, n_ids, n_tok, gen_h, lh, etch_program_meta(ph)), "etch (HF) forward failed: %s",
                 etch_session_error(sh));
-        /* Token for token, up to an end-of-generation token llama.cpp stopped at. */
-        int n_ref = cJSON_GetArraySize(gj), agree = 0;
-        while (agree < n_ref && agree < n_tok && cJSON_GetArrayItem(gj, agree)->valueint == gen[agree]) agree++;
-        int need = n_ref < n_tok ? n_ref : n_tok;
-        CHECK(agree == need && need >= (n_ref < n_tok ? 1 : n_tok),
-              "prompt %d: etch and llama.cpp agree on %d of %d greedy tokens (llama.cpp %d, etch %d at the first difference)",
-              prompts, agree, need, agree < n_ref ? cJSON_GetArrayItem(gj, agree)->valueint : -1, gen[agree < n_tok ? agree : 0]);
         CHECK(memcmp(gen, gen_h, (size_t)n_tok * sizeof *gen) == 0, "prompt %d: HF and GGUF programs generate differently", prompts);
+        n_ties += ties;
         tokens += agree;
         /* Logits: differences to the top token against llama.cpp's log-probabilities. */
         int top = cJSON_GetArrayItem(cJSON_GetArrayItem(tj, 0), 0)->valueint;
@@ -114,9 +129,9 @@ int main(int argc, char **argv) {
         free(ids);
     }
     CHECK(prompts >= 10, "only %d prompts", prompts);
-    printf("%s vs llama.cpp %s: %d prompts, %d greedy tokens agree; max logit difference %.3g over the top %d tokens; "
+    printf("%s vs llama.cpp %s: %d prompts, %d greedy tokens agree (%d more at near-ties); max logit difference %.3g over the top %d tokens; "
            "HF vs GGUF import: max logit difference %.3g\n",
-           argv[1], cJSON_GetStringValue(cJSON_GetObjectItem(ref, "llama_cpp")), prompts, tokens, worst_ref,
+           argv[1], cJSON_GetStringValue(cJSON_GetObjectItem(ref, "llama_cpp")), prompts, tokens, n_ties, worst_ref,
            cJSON_GetArraySize(cJSON_GetObjectItem(results->child, "top_logprobs")), worst_hf);
     cJSON_Delete(ref);
     free(gen), free(gen_h), free(lg), free(lh);

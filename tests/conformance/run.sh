@@ -22,10 +22,17 @@ setup)
   "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format hf --seed 11 $shapes -o "$WORK/qwen3-hf"
   "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format gguf --seed 12 $shapes -o "$WORK/llama.gguf"
   "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format hf --seed 12 $shapes -o "$WORK/llama-hf"
-  for m in qwen3 llama; do
+  # Gemma-3: six layers, five of them with a sliding window of 16 keys, one global (llama.cpp's
+  # pattern); and the same weights with a window wider than any prompt, as a control.
+  g3="--layers 6 --dim 128 --hidden-dim 320 --heads 4 --kv-heads 2 --std 0.125"
+  "$ETCH" synth --arch gemma3 --tokenizer "$TOK/qwen3/tokenizer.json" --format gguf --seed 13 $g3 --sliding-window 16 -o "$WORK/gemma3.gguf"
+  "$ETCH" synth --arch gemma3 --tokenizer "$TOK/qwen3/tokenizer.json" --format hf --seed 13 $g3 --sliding-window 16 -o "$WORK/gemma3-hf"
+  "$ETCH" synth --arch gemma3 --tokenizer "$TOK/qwen3/tokenizer.json" --format gguf --seed 13 $g3 --sliding-window 4096 -o "$WORK/gemma3-nowindow.gguf"
+  for m in qwen3 llama gemma3; do
     "$ETCH" export --gguf "$WORK/$m.gguf" -o "$WORK/$m-gguf.etch" --max-context-len 512
     "$ETCH" export --hf "$WORK/$m-hf" -o "$WORK/$m-hf.etch" --max-context-len 512
   done
+  "$ETCH" export --gguf "$WORK/gemma3-nowindow.gguf" -o "$WORK/gemma3-nowindow.etch" --max-context-len 512
   js corpus.mjs >"$WORK/corpus.json"
   echo "setup done"
   ;;
@@ -43,15 +50,27 @@ models)
 ["Once upon a time", "The capital of France is", "def fibonacci(n):", "1, 2, 3, 4, 5,", "Привет, как дела?",
  "你好，世界", "In 2026 the weather was", "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
  "A long prompt that goes on and on so that batched prefill has more than one chunk of work to do, with commas, numbers like 12345, and words.",
- "x", "Emoji 😀 and tabs\tand newlines\n\n"]
+ "x", "Emoji 😀 and tabs\tand newlines\n\n",
+ "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of Darkness, it was the spring of hope, it was the winter of despair."]
 P
   rc=0
-  for m in qwen3 llama; do
+  for m in qwen3 llama gemma3; do
     bos=""; [ "$m" = llama ] && bos="--bos"
     "$ETCH" tokenize "$WORK/$m-gguf.etch" --batch "$WORK/prompts.json" $bos >"$WORK/$m-prompts.json"
+    if [ "$m" = gemma3 ]; then
+      # Around the window of 16: the last prompt cut to 15, 16, 17 and 48 tokens (it has more than 64).
+      /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); l=p[-1]; assert len(l) > 64; p += [l[:15], l[:16], l[:17], l[:48]]; json.dump(p, open(sys.argv[1], "w"))' "$WORK/$m-prompts.json"
+    fi
     js llamacpp.mjs "$WORK/$m.gguf" "$WORK/$m-prompts.json" 40 64 >"$WORK/$m-llamacpp.json"
     "$TEST" "$WORK/$m-gguf.etch" "$WORK/$m-hf.etch" "$WORK/$m-prompts.json" "$WORK/$m-llamacpp.json" 40 || rc=1
   done
+  # Control: the same weights without the window must disagree with llama.cpp on the prompts longer
+  # than the window, or the window was never exercised on either side.
+  if "$TEST" "$WORK/gemma3-nowindow.etch" "$WORK/gemma3-nowindow.etch" "$WORK/gemma3-prompts.json" "$WORK/gemma3-llamacpp.json" 40 >"$WORK/control.log" 2>&1; then
+    echo "control: a Gemma-3 program without its window agrees with llama.cpp: the window was not exercised"; rc=1
+  else
+    echo "control: without its window, Gemma-3 disagrees with llama.cpp ($(tail -1 "$WORK/control.log")), as it must"
+  fi
   exit $rc
   ;;
 chat)
