@@ -6,21 +6,25 @@
 # prompt length. Figures, not a test. From the repository root, after `make`:
 #   bash bench/vs_llamacpp.sh   (THREADS=2 LENGTHS=32,64,128,256,512 NGEN=64 ROUNDS=3 REPS=2 DTYPE=f16)
 # DTYPE (f16, bf16, f32) is the weight type of the GGUF both read and of etch's program.
+# PRESET=gemma3-1b measures the Gemma-3 1B shapes instead (sliding window 512 in 22 of 26 layers);
+# CTX sets the program's context (default 1024).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=$BUILD/bench-vs-llamacpp
 TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/../shared/models}")/tokenizers}
 THREADS=${THREADS:-2} LENGTHS=${LENGTHS:-32,64,128,256,512} NGEN=${NGEN:-64} ROUNDS=${ROUNDS:-3} REPS=${REPS:-2}
-DTYPE=${DTYPE:-f16}
+DTYPE=${DTYPE:-f16} PRESET=${PRESET:-qwen3-0.6b} CTX=${CTX:-1024}
+case "$PRESET" in qwen3-0.6b) ARCH=qwen3 NAME="Qwen3-0.6B" ;; gemma3-1b) ARCH=gemma3 NAME="Gemma-3-1B" ;;
+  *) echo "PRESET is qwen3-0.6b or gemma3-1b" >&2; exit 2 ;; esac
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}
 mkdir -p "$OUT"
 bash "$ROOT/tests/conformance/npm_setup.sh" "$NPM" >/dev/null
 cp "$ROOT/bench/llamacpp.mjs" "$NPM/bench_llamacpp.mjs"
-GGUF=$OUT/qwen3-0.6b-$DTYPE.gguf PROG=$OUT/qwen3-0.6b-$DTYPE-from-gguf.etch RUNS=$OUT/runs-$DTYPE.jsonl
-[ -f "$GGUF" ] || "$BUILD/etch" synth --arch qwen3 --preset qwen3-0.6b --tokenizer "$TOK/qwen3/tokenizer.json" \
+GGUF=$OUT/$PRESET-$DTYPE.gguf PROG=$OUT/$PRESET-$DTYPE-ctx$CTX-from-gguf.etch RUNS=$OUT/runs-$PRESET-$DTYPE.jsonl
+[ -f "$GGUF" ] || "$BUILD/etch" synth --arch "$ARCH" --preset "$PRESET" --tokenizer "$TOK/qwen3/tokenizer.json" \
   --format gguf --dtype "$DTYPE" --seed 1 -o "$GGUF"
-[ -f "$PROG" ] || "$BUILD/etch" export --gguf "$GGUF" -o "$PROG" --max-context-len 1024
+[ -f "$PROG" ] || "$BUILD/etch" export --gguf "$GGUF" -o "$PROG" --max-context-len "$CTX"
 : >"$RUNS"
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS: etch" >&2
@@ -29,5 +33,5 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS: llama.cpp" >&2
   node "$NPM/bench_llamacpp.mjs" "$GGUF" "$THREADS" "$LENGTHS" "$NGEN" "$REPS" >>"$RUNS"
 done
-/usr/bin/python3 "$ROOT/bench/report.py" "$RUNS" "$OUT/prefill-$DTYPE.svg" "Qwen3-0.6B $DTYPE"
-echo "runs: $RUNS, plot: $OUT/prefill-$DTYPE.svg"
+/usr/bin/python3 "$ROOT/bench/report.py" "$RUNS" "$OUT/prefill-$PRESET-$DTYPE.svg" "$NAME $DTYPE"
+echo "runs: $RUNS, plot: $OUT/prefill-$PRESET-$DTYPE.svg"

@@ -176,7 +176,7 @@ etch_status etch_export_gguf(const char *path, const char *out_path, const etch_
  * GGUF file that llama.cpp loads. The same options give the same bytes. */
 typedef struct etch_synth_options {
     const char *arch;       /* "llama", "qwen2", "qwen3", "gemma3" */
-    const char *preset;     /* NULL, "qwen3-0.6b", "llama-3.2-1b", "tiny" */
+    const char *preset;     /* NULL, "qwen3-0.6b", "llama-3.2-1b", "gemma3-1b", "tiny" */
     int32_t layers, dim, hidden_dim, heads, kv_heads, head_dim, context_len; /* 0: the preset's */
     uint64_t seed;
     float std;              /* 0: 0.02 */

@@ -96,6 +96,27 @@ int main(void) {
     write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
                          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100}");
     expect_fail("vocab smaller than the tokenizer", 0, dir, ETCH_ERR_FORMAT, "tokenizer.json", "vocab_size is 100");
+    /* Gemma-3 and sliding windows */
+#define GEMMA "{\"architectures\": [\"Gemma3ForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64," \
+              "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, "
+    write_text(cfg_path, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"text_config\": {}}");
+    expect_fail("multimodal Gemma-3", 0, dir, ETCH_ERR_UNSUPPORTED, "Gemma3ForConditionalGeneration", "text-only");
+    write_text(cfg_path, GEMMA "\"sliding_window\": 8, \"attn_logit_softcapping\": 50.0}");
+    expect_fail("attention soft-capping", 0, dir, ETCH_ERR_UNSUPPORTED, "attn_logit_softcapping", NULL);
+    write_text(cfg_path, GEMMA "\"hidden_activation\": \"silu\", \"sliding_window\": 8}");
+    expect_fail("Gemma activation", 0, dir, ETCH_ERR_UNSUPPORTED, "hidden activation 'silu'", "gelu_pytorch_tanh");
+    write_text(cfg_path, GEMMA "\"sliding_window\": null}");
+    expect_fail("Gemma without a window", 0, dir, ETCH_ERR_FORMAT, "'sliding_window' is missing", NULL);
+    write_text(cfg_path, GEMMA "\"sliding_window\": 8, \"layer_types\": [\"sliding_attention\"]}");
+    expect_fail("layer_types too short", 0, dir, ETCH_ERR_FORMAT, "'layer_types' has 1 entries for 2 layers", NULL);
+    write_text(cfg_path, GEMMA "\"sliding_window\": 8, \"layer_types\": [\"sliding_attention\", \"chunked_attention\"]}");
+    expect_fail("unknown layer type", 0, dir, ETCH_ERR_UNSUPPORTED, "layer_types[1] 'chunked_attention'", NULL);
+    write_text(cfg_path, GEMMA "\"sliding_window\": -3}");
+    expect_fail("negative window", 0, dir, ETCH_ERR_FORMAT, "'sliding_window' must be an integer", NULL);
+    write_text(cfg_path, "{\"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
+                         "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, \"sliding_window\": \"4k\"}");
+    expect_fail("window not a number", 0, dir, ETCH_ERR_FORMAT, "'sliding_window' must be an integer", NULL);
+#undef GEMMA
     write_file(cfg_path, cfg, n_cfg);
 
     /* safetensors headers */

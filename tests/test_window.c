@@ -1,6 +1,7 @@
 /* Sliding-window attention and the hybrid KV cache.
  *
- * A synthetic Gemma-3 (six layers: five with a window of 16 keys, one global) is exported with
+ * A synthetic Gemma-3 (six layers: five with a window of 16 keys, one global; one KV head, so two
+ * threads split attention by rows rather than by KV heads) is exported with
  * forward calls of at most 1, 7, 15, 16, 17 and 64 tokens. Each program keeps rings of
  * 16 + max_seq_len - 1 rows in its windowed layers, so the rings rotate differently in each; prompts
  * shorter than, equal to and several times longer than the window must still give the same logits
@@ -207,7 +208,7 @@ int main(void) {
     REQUIRE(system(cmd) == 0, "mkdir %s", tmp);
     char hf[1200];
     snprintf(hf, sizeof hf, "%s/gemma3-hf", tmp);
-    etch_synth_options so = {"gemma3", "tiny", 6, 64, 128, 4, 2, 16, 1024, 7, 0.125f, tok_mistral, "hf", "f32", WINDOW};
+    etch_synth_options so = {"gemma3", "tiny", 6, 64, 128, 4, 1, 16, 1024, 7, 0.125f, tok_mistral, "hf", "f32", WINDOW};
     etch_error err;
     REQUIRE(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
     test_chunk_sizes(hf);

@@ -198,8 +198,13 @@ int cmd_bench(int argc, char **argv) {
     double *pf = calloc((size_t)reps, sizeof(double)), *dc = calloc((size_t)reps, sizeof(double));
     double *tb = calloc((size_t)reps, sizeof(double)), *ts = calloc((size_t)reps, sizeof(double));
     if (!json) {
-        printf("program %s: %s, %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n\n", path,
+        printf("program %s: %s, %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n", path,
                m->model_type, m->dtype, m->n_layers, m->dim, m->vocab_size, m->max_seq_len, load_cold, load_warm);
+        printf("KV cache per session: %.2f MiB", m->kv_cache_bytes / 1048576.0);
+        if (m->sliding_window)
+            printf(" (window %d in %d of %d layers; %.2f MiB with a full cache in every layer)", m->sliding_window,
+                   m->n_window_layers, m->n_layers, m->kv_cache_full_bytes / 1048576.0);
+        printf("\n\n");
         printf("| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT sequential ms | seq/batched "
                "| prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
         printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -247,9 +252,14 @@ int cmd_bench(int argc, char **argv) {
             double mp = median(pf, reps), md = median(dc, reps), mtb = median(tb, reps), mts = median(ts, reps);
             /* Prefill work: the matrices for every token, attention over the causal triangle, the
              * classifier once. Decode traffic: every weight byte plus the K/V rows read. */
-            double att_macs = m->n_layers * q_dim * 2.0 * np * (np + 1) / 2.0;
+            double att_macs = 0, kv_bytes = 0;
+            for (int l = 0; l < m->n_layers; l++) { /* a windowed layer's query sees at most its window */
+                double w = m->layer_window[l] ? m->layer_window[l] : 1e18, keys = 0, mid = np + n_gen / 2.0;
+                for (int q = 1; q <= np; q++) keys += q < w ? q : w;
+                att_macs += q_dim * 2.0 * keys;
+                kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * 4;
+            }
             double gflops = 2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9;
-            double kv_bytes = 2.0 * m->n_layers * (np + n_gen / 2.0) * kv_dim * 4;
             double gbps = (weight_bytes + kv_bytes) * md / 1e9;
             double rss = peak_rss;
             if (json) {
@@ -258,9 +268,9 @@ int cmd_bench(int argc, char **argv) {
                 printf("{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
                        "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
                        "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %.1f, \"decode_gbps\": %.2f, "
-                       "\"read_bw_gbps\": %.2f, \"reps\": %d}\n",
+                       "\"read_bw_gbps\": %.2f, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"reps\": %d}\n",
                        np, n_gen, nt, mp, md, mtb, seq_json, load_warm, load_cold, rss, gflops, peak[ti], gbps,
-                       bw[ti], reps);
+                       bw[ti], m->kv_cache_bytes / 1048576.0, m->kv_cache_full_bytes / 1048576.0, reps);
             } else {
                 char seq[32] = "-", ratio[32] = "-";
                 if (sequential) {

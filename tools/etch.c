@@ -774,7 +774,7 @@ static const char synth_help[] =
     "model's shapes or any other, with a real tokenizer: a Hugging Face folder (config.json,\n"
     "model.safetensors, tokenizer files) or a GGUF file that llama.cpp loads. Same seed, same bytes.\n"
     "\n"
-    "  --preset NAME      qwen3-0.6b, llama-3.2-1b or tiny (default tiny: 2 layers, dim 64)\n"
+    "  --preset NAME      qwen3-0.6b, llama-3.2-1b, gemma3-1b or tiny (default tiny: 2 layers, dim 64)\n"
     "  --layers N --dim N --hidden-dim N --heads N --kv-heads N --head-dim N --context-len N\n"
     "                     override the preset's shapes\n"
     "  --seed S           default 1\n"

@@ -423,10 +423,12 @@ etch_status etch_synth(const etch_synth_options *o, const char *out_path, etch_e
         c = (synth_cfg){"", 1024, 3072, 28, 16, 8, 128, 151936, 40960, 1e-6f, 1000000.0f, 0, 1, 0, 0, 0, 0, 0};
     } else if (!strcmp(preset, "llama-3.2-1b")) {
         c = (synth_cfg){"", 2048, 8192, 16, 32, 8, 64, 128256, 131072, 1e-5f, 500000.0f, 0, 1, 0, 0, 1, 0, 0};
+    } else if (!strcmp(preset, "gemma3-1b")) {
+        c = (synth_cfg){"", 1152, 6912, 26, 4, 1, 256, 262144, 32768, 1e-6f, 1000000.0f, 0, 1, 0, 0, 0, 0, 0};
     } else if (!strcmp(preset, "tiny")) {
         c = (synth_cfg){"", 64, 192, 2, 4, 2, 16, 0, 2048, 1e-5f, 10000.0f, 0, 1, 0, 0, 0, 0, 0};
     } else {
-        return base_fail(err, ETCH_ERR_ARG, "preset '%s' is not one of qwen3-0.6b, llama-3.2-1b, tiny", preset);
+        return base_fail(err, ETCH_ERR_ARG, "preset '%s' is not one of qwen3-0.6b, llama-3.2-1b, gemma3-1b, tiny", preset);
     }
     snprintf(c.arch, sizeof c.arch, "%s", o->arch);
     c.qkv_bias = !strcmp(o->arch, "qwen2");

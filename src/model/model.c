@@ -106,13 +106,25 @@ typedef struct att_job {
     int n, start_pos;
 } att_job;
 
+/* Workers split the KV heads; with fewer KV heads than workers (Gemma-3 1B has one) they take
+ * blocks of four rows in turn instead (turns, because causal rows grow longer). A row's result does
+ * not depend on which rows share its call, so both splits give the same numbers. */
 static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
-    int b, e;
-    base_split(j->c->n_kv_heads, nw, i, 1, &b, &e);
-    if (b < e)
-        kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, &j->shape,
-                       j->s->scores + (size_t)i * 4 * j->c->max_context_len, b, e);
+    const int n_kv = j->c->n_kv_heads;
+    float *scores = j->s->scores + (size_t)i * 4 * j->c->max_context_len;
+    if (n_kv >= nw || j->n < 8) {
+        int b, e;
+        base_split(n_kv, nw, i, 1, &b, &e);
+        if (b < e) kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, &j->shape, scores, b, e);
+        return;
+    }
+    const size_t row = (size_t)j->c->n_heads * j->c->head_dim;
+    for (int r = 4 * i; r < j->n; r += 4 * nw) {
+        int rows = j->n - r < 4 ? j->n - r : 4;
+        kern_attention(j->s->xb + r * row, j->s->q + r * row, j->kc, j->vc, rows, j->start_pos + r, &j->shape, scores, 0,
+                       n_kv);
+    }
 }
 
 typedef struct gate_job {
