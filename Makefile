@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 ETCH_MODELS_DIR ?= $(abspath ../shared/models)
 export ETCH_MODELS_DIR
 
-.PHONY: all setup configure test demo bench bench-llamacpp clean
+.PHONY: all setup configure test test-sanitize demo bench bench-llamacpp clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -20,6 +20,19 @@ configure:
 test: setup
 	$(MAKE) all CMAKE_FLAGS="-DETCH_WERROR=ON $(CMAKE_FLAGS)"
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The test suite again in two more builds: AddressSanitizer + UndefinedBehaviorSanitizer (with
+# LeakSanitizer) over every test but the two that load or install the library outside the build
+# (test_python, test_install), and ThreadSanitizer over the tests that run sessions on several
+# threads. Any report fails the run.
+test-sanitize: setup
+	cmake -S . -B $(BUILD)-asan -DETCH_WERROR=ON -DETCH_SANITIZE=address >/dev/null
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ETCH_NPM_DIR=$(abspath $(BUILD))/npm ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E "test_python|test_install"
+	cmake -S . -B $(BUILD)-tsan -DETCH_WERROR=ON -DETCH_SANITIZE=thread >/dev/null
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_concurrency test_window test_prefill
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R "test_concurrency|test_window|test_prefill"
 
 # The main job: build, export stories260K, generate a story with stats.
 demo: setup all
