@@ -5,7 +5,7 @@ CMAKE_FLAGS ?=
 ETCH_MODELS_DIR ?= $(abspath ../shared/models)
 export ETCH_MODELS_DIR
 
-.PHONY: all setup configure test test-sanitize demo bench bench-llamacpp clean
+.PHONY: all setup configure test test-sanitize fuzz demo bench bench-llamacpp clean
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -33,6 +33,13 @@ test-sanitize: setup
 	cmake -S . -B $(BUILD)-tsan -DETCH_WERROR=ON -DETCH_SANITIZE=thread >/dev/null
 	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_concurrency test_window test_prefill
 	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R "test_concurrency|test_window|test_prefill"
+
+# Every libFuzzer harness (fuzz/) for FUZZ_SECONDS each, under ASan and UBSan, built with clang.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	CC=clang cmake -S . -B $(BUILD)-fuzz -DETCH_SANITIZE=fuzzer -DETCH_TESTS=OFF >/dev/null
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+	bash fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS)
 
 # The main job: build, export stories260K, generate a story with stats.
 demo: setup all

@@ -117,6 +117,11 @@ int main(void) {
                          "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, \"sliding_window\": \"4k\"}");
     expect_fail("window not a number", 0, dir, ETCH_ERR_FORMAT, "'sliding_window' must be an integer", NULL);
 #undef GEMMA
+    /* Found by fuzz_config: a number past a long's range must be refused before any cast. */
+    write_text(cfg_path, "{\"architectures\": [\"LlamaForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
+                         "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 32000, "
+                         "\"max_position_embeddings\": 6.4e37}");
+    expect_fail("huge number", 0, dir, ETCH_ERR_FORMAT, "'max_position_embeddings' must be an integer", NULL);
     write_file(cfg_path, cfg, n_cfg);
 
     /* safetensors headers */
@@ -151,10 +156,27 @@ int main(void) {
     write_text(tj_path, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": {\"type\": \"Split\", "
                         "\"pattern\": {\"Regex\": \"(unclosed\"}, \"behavior\": \"Isolated\"}}");
     expect_fail("bad regex", 0, dir, ETCH_ERR_FORMAT, "split regex does not compile", NULL);
+    /* Found by fuzz_tokenizer_json: an empty piece first appended nothing to a buffer not made yet
+     * (undefined behaviour the UBSan build of this test catches). An empty piece is harmless: accepted. */
+    write_text(tj_path, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\": 0, \"a\": 1}, \"merges\": []}}");
+    CHECK(etch_export_hf(dir, out, NULL, &err) == ETCH_OK, "empty piece: %s", err.message);
     write_text(tj_path, "not json at all");
     expect_fail("not JSON", 0, dir, ETCH_ERR_FORMAT, "tokenizer.json: not valid JSON", NULL);
     write_file(tj_path, tj, n_tj);
     CHECK(etch_export_hf(dir, out, NULL, &err) == ETCH_OK, "restored folder exports: %s", err.message);
+
+    /* Found by fuzz_llama2c: a vocabulary size of INT32_MIN (negative means "not shared"; its negation
+     * overflows). */
+    {
+        char ck[700], tk[1100];
+        snprintf(ck, sizeof ck, "%s/bad-llama2c.bin", ETCH_TEST_TMP);
+        snprintf(tk, sizeof tk, "%s/stories260K/tok512.bin", models_dir());
+        int32_t h[7] = {8, 16, 1, 2, 2, INT32_MIN, 8};
+        write_file(ck, h, sizeof h);
+        unlink(out);
+        CHECK(etch_export_llama2c(ck, tk, out, NULL, &err) == ETCH_ERR_FORMAT && access(out, F_OK) != 0,
+              "llama2.c vocab INT32_MIN: %s", err.message);
+    }
 
     /* GGUF, by hand */
     char gpath[700];

@@ -46,8 +46,9 @@ static etch_status get_int(const cJSON *o, const char *file, const char *key, lo
                            etch_error *err) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!x) return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' is missing", file, key);
-    if (!cJSON_IsNumber(x) || x->valuedouble != (double)(long)x->valuedouble || x->valuedouble < (double)lo ||
-        x->valuedouble > (double)hi)
+    /* The range first: a double past long's range must not reach the cast. */
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= (double)lo && x->valuedouble <= (double)hi) ||
+        x->valuedouble != (double)(long)x->valuedouble)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' must be an integer in %ld..%ld", file, key, lo, hi);
     *v = (int32_t)x->valuedouble;
     return ETCH_OK;
@@ -468,6 +469,7 @@ static int sb_reserve(sbuf *b, size_t n) {
 /* Appends the raw bytes of a vocabulary string (imp_raw_piece; never longer than the string). */
 static int raw_piece(const char *s, int byte_level, sbuf *out) {
     size_t n = strlen(s), w;
+    if (n == 0) return 1; /* nothing to append (and out->p may still be NULL) */
     if (!sb_reserve(out, n) || !imp_raw_piece(s, n, byte_level, out->p + out->n, &w)) return 0;
     out->n += w;
     return 1;
@@ -830,6 +832,21 @@ etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err) {
     }
     snprintf(m->source, sizeof m->source, "Hugging Face tokenizer %s", path);
     etch_status st = read_tokenizer_json(dir, m, 0, err);
+    if (st) imp_model_free(m);
+    return st;
+}
+
+etch_status imp_hf_config(const char *dir, imp_model *m, etch_error *err) {
+    memset(m, 0, sizeof *m);
+    etch_status st = read_config(dir, m, err);
+    imp_model_free(m);
+    return st;
+}
+
+etch_status imp_safetensors(const char *path, imp_model *m, etch_error *err) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->model_type, sizeof m->model_type, "llama");
+    etch_status st = read_safetensors(path, m, NULL, NULL, err);
     if (st) imp_model_free(m);
     return st;
 }

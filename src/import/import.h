@@ -81,6 +81,10 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
 /* A Hugging Face folder: config.json, model.safetensors (or sharded), tokenizer.json,
  * tokenizer_config.json, generation_config.json. */
 etch_status imp_hf(const char *dir, imp_model *m, etch_error *err);
+/* Only config.json of a Hugging Face folder, checked and read (m is freed again): for the fuzzer. */
+etch_status imp_hf_config(const char *dir, imp_model *m, etch_error *err);
+/* One safetensors file on its own (Llama names), its tensors borrowed from its mapping. */
+etch_status imp_safetensors(const char *path, imp_model *m, etch_error *err);
 /* Only the tokenizer of a Hugging Face folder or tokenizer.json (+ tokenizer_config.json beside it). */
 etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err);
 /* A GGUF file (version 2 or 3). With tokenizer_only, the weights are not read. */

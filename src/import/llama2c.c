@@ -102,7 +102,7 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
     for (int i = 0; i < 7; i++) h[i] = (int32_t)base_le32(d + 4 * i);
     int shared = h[5] > 0;
     int32_t dim = h[0], hidden = h[1], layers = h[2], heads = h[3], kv_heads = h[4];
-    int32_t vocab = h[5] < 0 ? -h[5] : h[5], seq_len = h[6];
+    int32_t vocab = h[5] == INT32_MIN ? 0 : h[5] < 0 ? -h[5] : h[5], seq_len = h[6]; /* negative: not shared */
     if (dim < 1 || dim > (1 << 16) || hidden < 1 || hidden > (1 << 18) || layers < 1 || layers > 1024 ||
         heads < 1 || heads > dim || kv_heads < 1 || kv_heads > heads || vocab < 3 || vocab > (1 << 22) ||
         seq_len < 1 || seq_len > (1 << 20) || dim % heads != 0 || heads % kv_heads != 0 || (dim / heads) % 2 != 0) {

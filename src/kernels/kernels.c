@@ -203,11 +203,26 @@ typedef void (*matmul_fn)(float *, int, const float *, const void *, int, int, i
 static matmul_fn matmul_impl[3];
 static int use_portable = 1, force_portable = 0;
 
+#ifdef KERN_X86
+#include <cpuid.h>
+/* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
+ * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
+static int cpu_has_avx2_fma_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return 0; /* XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b >> 5) & 1;
+}
+#endif
+
 const char *kern_init(void) {
 #ifdef KERN_X86
-    __builtin_cpu_init();
-    if (!force_portable && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c")) {
+    if (!force_portable && cpu_has_avx2_fma_f16c()) {
         matmul_impl[KERN_F32] = matmul_f32;
         matmul_impl[KERN_F16] = matmul_f16;
         matmul_impl[KERN_BF16] = matmul_bf16;
