@@ -126,7 +126,12 @@ int main(void) {
     memcpy(p, orig, n);
     p[72] = 0xFF, p[73] = 0xFF, p[74] = 0xFF; /* n_meta = 16M entries */
     reseal(p);
-    CHECK(open_bytes(p, n, &err) == ETCH_ERR_FORMAT && strstr(err.message, "past the end"), "%s", err.message);
+    CHECK(open_bytes(p, n, &err) == ETCH_ERR_FORMAT && strstr(err.message, "cannot fit"), "%s", err.message);
+    /* Found by fuzz_program: a count near 2^32 used to size the index (16 GB) before any entry was read. */
+    memcpy(p, orig, n);
+    p[76] = 0xF0, p[77] = 0xFF, p[78] = 0xFF, p[79] = 0xFF; /* n_tensors */
+    reseal(p);
+    CHECK(open_bytes(p, n, &err) == ETCH_ERR_FORMAT && strstr(err.message, "cannot fit"), "%s", err.message);
     memcpy(p, orig, n);
     put_le64(p + 64, base_le64(orig + 64) + 64); /* data size beyond the file */
     reseal(p);

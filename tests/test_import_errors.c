@@ -160,6 +160,9 @@ int main(void) {
      * (undefined behaviour the UBSan build of this test catches). An empty piece is harmless: accepted. */
     write_text(tj_path, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\": 0, \"a\": 1}, \"merges\": []}}");
     CHECK(etch_export_hf(dir, out, NULL, &err) == ETCH_OK, "empty piece: %s", err.message);
+    /* Found by fuzz_tokenizer_json: an empty merge string (read past its end looking for the space). */
+    write_text(tj_path, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"\"]}}");
+    expect_fail("empty merge", 0, dir, ETCH_ERR_FORMAT, "merge 0", NULL);
     write_text(tj_path, "not json at all");
     expect_fail("not JSON", 0, dir, ETCH_ERR_FORMAT, "tokenizer.json: not valid JSON", NULL);
     write_file(tj_path, tj, n_tj);
@@ -176,6 +179,12 @@ int main(void) {
         unlink(out);
         CHECK(etch_export_llama2c(ck, tk, out, NULL, &err) == ETCH_ERR_FORMAT && access(out, F_OK) != 0,
               "llama2.c vocab INT32_MIN: %s", err.message);
+        /* Found by fuzz_llama2c: the versioned export's version was read after the file was unmapped. */
+        memcpy(h, "24ka", 4);
+        h[1] = 2;
+        write_file(ck, h, sizeof h);
+        CHECK(etch_export_llama2c(ck, tk, out, NULL, &err) == ETCH_ERR_UNSUPPORTED && strstr(err.message, "version 2"),
+              "llama2.c versioned export: %s", err.message);
     }
 
     /* GGUF, by hand */

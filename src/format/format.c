@@ -249,6 +249,13 @@ etch_status fmt_open(const char *path, fmt_file *f, etch_error *err) {
                        path, (unsigned long long)f->checksum, (unsigned long long)h);
         goto fail;
     }
+    /* Every entry takes at least 8 bytes: counts the sections cannot hold are refused before the
+     * indexes are allocated from them. */
+    if (n_meta > meta_size / 8 || n_tensors > dir_size / 8) {
+        st = base_fail(err, ETCH_ERR_FORMAT, "%s: %u metadata entries and %u tensors cannot fit in %llu and %llu bytes",
+                       path, n_meta, n_tensors, (unsigned long long)meta_size, (unsigned long long)dir_size);
+        goto fail;
+    }
     cursor c = {p, meta_off, meta_end, path, "metadata", err};
     if ((st = parse_meta(f, &c, n_meta))) goto fail;
     cursor d = {p, dir_off, dir_end, path, "tensor directory", err};

@@ -716,7 +716,8 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
             if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2) {
                 l = cJSON_GetArrayItem(e, 0)->valuestring;
                 r = cJSON_GetArrayItem(e, 1)->valuestring;
-            } else if (cJSON_IsString(e) && (sp_copy = strdup(e->valuestring)) && strchr(sp_copy + 1, ' ')) {
+            } else if (cJSON_IsString(e) && e->valuestring[0] && (sp_copy = strdup(e->valuestring)) &&
+                       strchr(sp_copy + 1, ' ')) {
                 char *cut = strchr(sp_copy + 1, ' '); /* "a b": the first space after the first character */
                 *cut = '\0';
                 l = sp_copy, r = cut + 1;

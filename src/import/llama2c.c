@@ -92,11 +92,12 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
                          (unsigned long long)size);
     }
     if (memcmp(d, "24ka", 4) == 0) { /* 0x616b3432 little-endian: llama2.c's versioned export */
+        uint32_t version = base_le32(d + 4); /* read before the mapping goes */
         imp_model_free(m);
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "%s: llama2.c versioned export (magic 'ak42', version %u) is not supported; export with "
                          "the legacy (version 0) format",
-                         model_path, size >= 8 ? base_le32(d + 4) : 0);
+                         model_path, version);
     }
     int32_t h[7];
     for (int i = 0; i < 7; i++) h[i] = (int32_t)base_le32(d + 4 * i);
