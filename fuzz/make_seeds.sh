@@ -38,7 +38,7 @@ json.dump(tok, open(f"{w}/tok/tokenizer.json", "w"), ensure_ascii=False)
 json.dump({"bos_token": None, "eos_token": "<|im_end|>",
            "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"},
           open(f"{w}/tok/tokenizer_config.json", "w"))
-json.dump(tok, open(f"{S}/tokenizer_json/byte_level_bpe.json", "w"), ensure_ascii=False)
+json.dump(tok, open(f"{S}/tokenizer_json/tokenizer.json", "w"), ensure_ascii=False)
 # llama2.c: version-0 header (dim, hidden, layers, heads, kv heads, vocab, seq len), then weights.
 dim, hid, L, H, KV, V, T = 8, 16, 1, 2, 2, 16, 8
 hd = dim // H

@@ -231,7 +231,22 @@ const char *etch_decoder_push(etch_decoder *d, int32_t prev_id, int32_t id, size
 const char *etch_decoder_flush(etch_decoder *d, size_t *len);
 void etch_decoder_free(etch_decoder *d);
 
+/* Frees what etch handed out (ids, text): with the allocator etch_set_allocator installed. */
 void etch_free(void *ptr);
+
+/* ---------------------------------------------------------------- allocation */
+
+/* Every allocation etch makes goes through one function, in the shape of Lua's lua_Alloc (without the
+ * old size): fn(ud, NULL, n) allocates n > 0 bytes, fn(ud, p, n) resizes p to n > 0 bytes (p is kept on
+ * failure), fn(ud, p, 0) frees p. NULL means failure: the call that needed the memory returns
+ * ETCH_ERR_NOMEM (or NULL where it returns a pointer) and leaks nothing. Memory must be aligned as
+ * malloc's is. Covers etch's own allocations and those of the libraries it calls (cJSON, PCRE2; NFC
+ * runs in etch's buffers); not stdio's buffers, thread stacks or file mappings.
+ * fn is called from every thread that uses etch (and from sessions' worker threads): it must be
+ * thread-safe. Install it before any other call, never while a program, session, tokenizer or decoder
+ * exists; a NULL fn restores the C library's malloc, realloc and free. */
+typedef void *(*etch_alloc_fn)(void *ud, void *ptr, size_t size);
+void etch_set_allocator(etch_alloc_fn fn, void *ud);
 
 /* ---------------------------------------------------------------- chat */
 

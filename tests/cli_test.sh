@@ -148,6 +148,8 @@ expect_error 1 "--think/--no-think need the qwen3 template" -- "$ETCH" run "$WOR
 expect_error 1 "element 1 is not a valid JSON string" -- "$ETCH" tokenize "$WORK/q.etch" --batch <(printf '["a", 5]')
 expect_error 1 "arch 'gpt2' is not one of" -- "$ETCH" synth --arch gpt2 --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf -o "$WORK/g"
 expect_error 1 "dtype 'q4_0' is not supported for hf" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --dtype q4_0 -o "$WORK/g"
+expect_error 1 "only gemma3 takes one" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --sliding-window 8 -o "$WORK/g"
+expect_error 2 "expects an integer" -- "$ETCH" synth --arch gemma3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --sliding-window 0 -o "$WORK/g"
 
 # --- threads and bench
 check "run -t 2 gives the reference text" cmp -s <("$ETCH" run "$P" -p "Once upon a time" -n 196 -t 2) "$REF/greedy_once_upon_a_time.txt"

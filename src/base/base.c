@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "base.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -48,7 +50,70 @@ void base_clear(etch_error *err) {
     }
 }
 
-void etch_free(void *ptr) { free(ptr); }
+void etch_free(void *ptr) { base_free(ptr); }
+
+/* ------------------------------------------------------------------ allocation */
+
+static etch_alloc_fn alloc_fn;
+static void *alloc_ud;
+static _Thread_local unsigned alloc_failures;
+
+unsigned base_alloc_failures(void) { return alloc_failures; }
+
+etch_status base_nomem_since(etch_status st, unsigned since, etch_error *err, const char *what) {
+    if (st == ETCH_OK || st == ETCH_ERR_NOMEM || alloc_failures == since) return st;
+    return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", what);
+}
+
+static void *counted(void *p) {
+    if (!p) alloc_failures++;
+    return p;
+}
+
+/* cJSON's hooks, when an allocator is installed (cJSON reallocates by malloc + copy then). */
+static void *cjson_malloc(size_t n) { return base_malloc(n); }
+static void cjson_free(void *p) { base_free(p); }
+
+void etch_set_allocator(etch_alloc_fn fn, void *ud) {
+    alloc_fn = fn;
+    alloc_ud = ud;
+    cJSON_Hooks hooks = {fn ? cjson_malloc : NULL, fn ? cjson_free : NULL};
+    cJSON_InitHooks(&hooks);
+}
+
+void *base_malloc(size_t n) {
+    if (!alloc_fn) return counted(malloc(n ? n : 1));
+    return counted(alloc_fn(alloc_ud, NULL, n ? n : 1));
+}
+
+void *base_calloc(size_t n, size_t size) {
+    if (!alloc_fn) return counted(calloc(n ? n : 1, size ? size : 1));
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) return counted(NULL);
+    void *p = counted(alloc_fn(alloc_ud, NULL, bytes ? bytes : 1));
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+
+void *base_realloc(void *p, size_t n) {
+    if (!alloc_fn) return counted(realloc(p, n ? n : 1));
+    return counted(alloc_fn(alloc_ud, p, n ? n : 1));
+}
+
+void base_free(void *p) {
+    if (!p) return;
+    if (!alloc_fn) free(p);
+    else alloc_fn(alloc_ud, p, 0);
+}
+
+char *base_strndup(const char *s, size_t n) {
+    size_t len = strnlen(s, n);
+    char *d = base_malloc(len + 1);
+    if (d) memcpy(d, s, len), d[len] = '\0';
+    return d;
+}
+
+char *base_strdup(const char *s) { return base_strndup(s, strlen(s)); }
 
 static double ts_us(const struct timespec *t) { return (double)t->tv_sec * 1e6 + (double)t->tv_nsec / 1e3; }
 
@@ -114,7 +179,7 @@ etch_status base_read_file(const char *path, uint8_t **data, uint64_t *size, etc
     base_map m;
     etch_status st = base_map_open(path, &m, err);
     if (st != ETCH_OK) return st;
-    uint8_t *buf = malloc(m.size ? (size_t)m.size : 1);
+    uint8_t *buf = base_malloc(m.size ? (size_t)m.size : 1);
     if (!buf) {
         base_map_close(&m);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate %llu bytes", path,

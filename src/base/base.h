@@ -9,6 +9,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Allocation: every allocation of the library goes through these, and they through the function
+ * etch_set_allocator installed (the C library's when none). base_free(NULL) is a no-op; the others
+ * return NULL on failure (also when a size overflows). */
+void *base_malloc(size_t n);
+void *base_calloc(size_t n, size_t size);
+void *base_realloc(void *p, size_t n);
+void base_free(void *p);
+char *base_strdup(const char *s);
+char *base_strndup(const char *s, size_t n);
+/* How many allocations have failed on this thread so far: code that calls a library which reports
+ * every failure alike (cJSON's parser returns NULL) tells an allocation failure from bad input by it. */
+unsigned base_alloc_failures(void);
+/* st, or ETCH_ERR_NOMEM with a message naming `what` when st is an error and an allocation on this
+ * thread has failed since base_alloc_failures() returned `since`: the honest cause of a parse that
+ * failed because a buffer could not grow. */
+etch_status base_nomem_since(etch_status st, unsigned since, etch_error *err, const char *what);
+
 /* Sets err (when non-NULL) to st and a printf-style message; returns st so callers can
  * `return base_fail(err, ETCH_ERR_IO, "...")`. */
 etch_status base_fail(etch_error *err, etch_status st, const char *fmt, ...)

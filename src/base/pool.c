@@ -39,7 +39,7 @@ static inline void cpu_relax(void) {
 
 static void *worker_main(void *arg) {
     worker_arg a = *(worker_arg *)arg;
-    free(arg);
+    base_free(arg);
     base_pool *p = a.p;
     unsigned seen = 0;
     for (;;) {
@@ -64,21 +64,22 @@ static void *worker_main(void *arg) {
 etch_status base_pool_new(int n_threads, base_pool **out, etch_error *err) {
     *out = NULL;
     if (n_threads < 1 || n_threads > 256) return base_fail(err, ETCH_ERR_ARG, "threads %d is outside 1..256", n_threads);
-    base_pool *p = calloc(1, sizeof *p);
+    base_pool *p = base_calloc(1, sizeof *p);
     if (!p) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a thread pool");
     p->n = n_threads;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
-    p->threads = calloc((size_t)n_threads, sizeof *p->threads);
+    p->threads = base_calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
+        p->n = 1; /* no thread to join */
         base_pool_free(p);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a thread pool");
     }
     for (int i = 1; i < n_threads; i++) {
-        worker_arg *a = malloc(sizeof *a);
+        worker_arg *a = base_malloc(sizeof *a);
         if (a) a->p = p, a->index = i; /* filled before the thread can read it */
         if (!a || pthread_create(&p->threads[i - 1], NULL, worker_main, a) != 0) {
-            free(a);
+            base_free(a);
             p->n = i; /* only the threads started so far are joined */
             base_pool_free(p);
             return base_fail(err, ETCH_ERR_NOMEM, "cannot start thread %d of %d", i, n_threads);
@@ -118,8 +119,8 @@ void base_pool_free(base_pool *p) {
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i - 1], NULL);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
-    free(p->threads);
-    free(p);
+    base_free(p->threads);
+    base_free(p);
 }
 
 int base_physical_cores(void) {

@@ -110,7 +110,7 @@ static etch_status cur_name(cursor *c, const char **out, const char *what) {
 }
 
 static etch_status parse_meta(fmt_file *f, cursor *c, uint32_t n_meta) {
-    f->meta = calloc(n_meta ? n_meta : 1, sizeof *f->meta);
+    f->meta = base_calloc(n_meta ? n_meta : 1, sizeof *f->meta);
     if (!f->meta) return base_fail(c->err, ETCH_ERR_NOMEM, "%s: cannot allocate metadata index", c->path);
     for (uint32_t i = 0; i < n_meta; i++) {
         fmt_meta *m = &f->meta[i];
@@ -143,7 +143,7 @@ static etch_status parse_meta(fmt_file *f, cursor *c, uint32_t n_meta) {
 }
 
 static etch_status parse_dir(fmt_file *f, cursor *c, uint32_t n_tensors) {
-    f->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
+    f->tensors = base_calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
     if (!f->tensors) return base_fail(c->err, ETCH_ERR_NOMEM, "%s: cannot allocate tensor index", c->path);
     for (uint32_t i = 0; i < n_tensors; i++) {
         fmt_tensor *t = &f->tensors[i];
@@ -269,8 +269,8 @@ fail:
 void fmt_close(fmt_file *f) {
     if (!f) return;
     base_map_close(&f->map);
-    free(f->meta);
-    free(f->tensors);
+    base_free(f->meta);
+    base_free(f->tensors);
     memset(f, 0, sizeof *f);
 }
 
@@ -321,7 +321,7 @@ static void buf_put(fmt_writer *w, buf *b, const void *src, size_t n) {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
-        uint8_t *np = realloc(b->p, cap);
+        uint8_t *np = base_realloc(b->p, cap);
         if (!np) {
             w->failed = 1;
             snprintf(w->why, sizeof w->why, "out of memory building the program header");
@@ -359,14 +359,14 @@ static void buf_name(fmt_writer *w, buf *b, const char *s) {
     buf_align(w, b, 4);
 }
 
-fmt_writer *fmt_writer_new(void) { return calloc(1, sizeof(fmt_writer)); }
+fmt_writer *fmt_writer_new(void) { return base_calloc(1, sizeof(fmt_writer)); }
 
 void fmt_writer_free(fmt_writer *w) {
     if (!w) return;
-    free(w->meta.p);
-    free(w->dir.p);
-    free(w->tensors);
-    free(w);
+    base_free(w->meta.p);
+    base_free(w->dir.p);
+    base_free(w->tensors);
+    base_free(w);
 }
 
 static void put_meta(fmt_writer *w, const char *key, uint32_t type, const void *v, uint32_t count) {
@@ -402,7 +402,7 @@ void fmt_add_tensor(fmt_writer *w, const char *name, uint32_t dtype, uint32_t nd
     }
     if (w->n_tensors == w->tensors_cap) {
         uint32_t cap = w->tensors_cap ? w->tensors_cap * 2 : 64;
-        wtensor *nt = realloc(w->tensors, cap * sizeof *nt);
+        wtensor *nt = base_realloc(w->tensors, cap * sizeof *nt);
         if (!nt) {
             w->failed = 1;
             snprintf(w->why, sizeof w->why, "out of memory adding tensor '%s'", name);
@@ -438,7 +438,7 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     uint64_t at = 0;
     /* The hash works on 8-byte words, so it is fed in the same pieces the reader sees: one buffer.
      * Tensors and paddings are multiples of 4 bytes but not of 8, so stream through a staging area. */
-    uint8_t *stage = malloc(1 << 20);
+    uint8_t *stage = base_malloc(1 << 20);
     if (!stage) return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
     size_t fill = 0;
 #define STAGE(src, n)                                                                  \
@@ -464,7 +464,7 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     STAGE(zeros, data_size - at);
 #undef STAGE
     dh = base_fnv1a(dh, stage, fill);
-    free(stage);
+    base_free(stage);
 
     buf hdr = {0};
     buf_put(w, &hdr, FMT_MAGIC, 8);
@@ -481,7 +481,7 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     buf_u32(w, &hdr, w->n_tensors);
     buf_u64(w, &hdr, dh);
     if (w->failed) {
-        free(hdr.p);
+        base_free(hdr.p);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: %s", path, w->why);
     }
     uint64_t ck = base_fnv1a(BASE_FNV_INIT, hdr.p, 88);
@@ -490,19 +490,19 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     buf_put(w, &both, w->meta.p, w->meta.len);
     buf_put(w, &both, w->dir.p, w->dir.len);
     if (w->failed) {
-        free(hdr.p);
-        free(both.p);
+        base_free(hdr.p);
+        base_free(both.p);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: %s", path, w->why);
     }
     ck = base_fnv1a(ck, both.p, both.len);
     buf_u64(w, &hdr, ck);
-    free(both.p);
+    base_free(both.p);
 
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
+    char *tmp = base_malloc(plen + 5);
     if (!tmp || w->failed) {
-        free(hdr.p);
-        free(tmp);
+        base_free(hdr.p);
+        base_free(tmp);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(tmp, path, plen);
@@ -510,8 +510,8 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
         etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
-        free(hdr.p);
-        free(tmp);
+        base_free(hdr.p);
+        base_free(tmp);
         return st;
     }
     int ok = write_all(fp, hdr.p, hdr.len) && write_all(fp, w->meta.p, w->meta.len) &&
@@ -530,14 +530,14 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
         ok = 0;
         e = errno;
     }
-    free(hdr.p);
+    base_free(hdr.p);
     if (!ok || rename(tmp, path) != 0) {
         if (ok) e = errno;
         remove(tmp);
         etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-        free(tmp);
+        base_free(tmp);
         return st;
     }
-    free(tmp);
+    base_free(tmp);
     return ETCH_OK;
 }

@@ -13,11 +13,11 @@
 
 void imp_model_free(imp_model *m) {
     if (!m) return;
-    free(m->tok_blob), free(m->tok_offsets), free(m->tok_scores), free(m->tok_types), free(m->tok_merges);
-    free(m->tok_pretok), free(m->tensors), free(m->chat_jinja), free(m->layer_window);
+    base_free(m->tok_blob), base_free(m->tok_offsets), base_free(m->tok_scores), base_free(m->tok_types), base_free(m->tok_merges);
+    base_free(m->tok_pretok), base_free(m->tensors), base_free(m->chat_jinja), base_free(m->layer_window);
     for (int i = 0; i < m->n_maps; i++) base_map_close(&m->maps[i]);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
-    free(m->owned);
+    for (int i = 0; i < m->n_owned; i++) base_free(m->owned[i]);
+    base_free(m->owned);
     memset(m, 0, sizeof *m);
 }
 
@@ -25,7 +25,7 @@ imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const v
                            uint64_t cols, int matrix) {
     if (m->n_tensors == m->cap_tensors) {
         int cap = m->cap_tensors ? m->cap_tensors * 2 : 64;
-        imp_tensor *nt = realloc(m->tensors, (size_t)cap * sizeof *nt);
+        imp_tensor *nt = base_realloc(m->tensors, (size_t)cap * sizeof *nt);
         if (!nt) return NULL;
         m->tensors = nt;
         m->cap_tensors = cap;
@@ -46,9 +46,9 @@ void *imp_own(imp_model *m, void *p) {
     if (!p) return NULL;
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? m->cap_owned * 2 : 16;
-        void **no = realloc(m->owned, (size_t)cap * sizeof *no);
+        void **no = base_realloc(m->owned, (size_t)cap * sizeof *no);
         if (!no) {
-            free(p);
+            base_free(p);
             return NULL;
         }
         m->owned = no;
@@ -88,8 +88,8 @@ void imp_tensor_f32(const imp_tensor *t, float *out) {
 }
 
 int imp_set_windows(imp_model *m, int32_t window, const uint8_t *is_windowed) {
-    free(m->layer_window);
-    m->layer_window = calloc((size_t)m->n_layers, sizeof *m->layer_window);
+    base_free(m->layer_window);
+    m->layer_window = base_calloc((size_t)m->n_layers, sizeof *m->layer_window);
     if (!m->layer_window) return 0;
     for (int32_t l = 0; l < m->n_layers; l++) m->layer_window[l] = !is_windowed || is_windowed[l] ? window : 0;
     return 1;
@@ -115,13 +115,13 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
         int same = (target == KERN_F32 && t->src_type == IMP_F32) || (target == KERN_F16 && t->src_type == IMP_F16) ||
                    (target == KERN_BF16 && t->src_type == IMP_BF16);
         if (same) return t->data;
-        void *out = malloc((size_t)t->dims[0] * kern_wsize(target));
+        void *out = base_malloc((size_t)t->dims[0] * kern_wsize(target));
         if (!out) return NULL;
         for (size_t i = 0; i < t->dims[0]; i++) put_elem(out, i, target, src_at(t, i));
         return *owned = out;
     }
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d);
-    void *out = calloc((size_t)rows * (size_t)k, kern_wsize(target));
+    void *out = base_calloc((size_t)rows * (size_t)k, kern_wsize(target));
     if (!out) return NULL;
     for (int o = 0; o < d; o++)
         for (int kk = 0; kk < k; kk++) put_elem(out, kern_packed_index(o, kk, k), target, src_at(t, (size_t)o * k + kk));
@@ -206,10 +206,10 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     if (m->tok_blob_size > UINT32_MAX) return base_fail(err, ETCH_ERR_UNSUPPORTED, "vocabulary text over 4 GiB");
 
     fmt_writer *w = fmt_writer_new();
-    void **conv = calloc((size_t)m->n_tensors + 1, sizeof *conv);
+    void **conv = base_calloc((size_t)m->n_tensors + 1, sizeof *conv);
     if (!w || !conv) {
         fmt_writer_free(w);
-        free(conv);
+        base_free(conv);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the program writer");
     }
     /* Method metadata, named as ExecuTorch's runner names its constant methods. */
@@ -290,8 +290,8 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     }
     if (!st) st = fmt_writer_write(w, out_path, err);
     fmt_writer_free(w);
-    for (int32_t i = 0; i < m->n_tensors; i++) free(conv[i]);
-    free(conv);
+    for (int32_t i = 0; i < m->n_tensors; i++) base_free(conv[i]);
+    base_free(conv);
     if (st) return st;
 
     /* Open what was written, with the runtime's own checks, so a bad export never leaves a file. */

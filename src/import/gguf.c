@@ -161,8 +161,8 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
                        (unsigned long long)n_kv, (unsigned long long)n_tensors, (unsigned long long)g->map.size);
         goto fail;
     }
-    g->kv = calloc(n_kv ? n_kv : 1, sizeof *g->kv);
-    g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
+    g->kv = base_calloc(n_kv ? n_kv : 1, sizeof *g->kv);
+    g->tensors = base_calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
     if (!g->kv || !g->tensors) {
         st = base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
@@ -237,8 +237,8 @@ fail:
 void gguf_close(gguf_file *g) {
     if (!g) return;
     base_map_close(&g->map);
-    free(g->kv);
-    free(g->tensors);
+    base_free(g->kv);
+    base_free(g->tensors);
     memset(g, 0, sizeof *g);
 }
 
@@ -329,11 +329,11 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing or not a string array", path);
     int32_t nv = (int32_t)n;
     m->vocab_size = nv;
-    m->tok_offsets = malloc(((size_t)nv + 1) * sizeof *m->tok_offsets);
-    m->tok_types = malloc((size_t)nv);
-    m->tok_scores = calloc((size_t)nv, sizeof *m->tok_scores);
+    m->tok_offsets = base_malloc(((size_t)nv + 1) * sizeof *m->tok_offsets);
+    m->tok_types = base_malloc((size_t)nv);
+    m->tok_scores = base_calloc((size_t)nv, sizeof *m->tok_scores);
     uint64_t blob_cap = 1 << 20;
-    m->tok_blob = malloc(blob_cap);
+    m->tok_blob = base_malloc(blob_cap);
     if (!m->tok_offsets || !m->tok_types || !m->tok_scores || !m->tok_blob) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     /* Types first: they decide how a token's text is read. */
     const uint8_t *tp = NULL;
@@ -363,7 +363,7 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
             memcpy(&m->tok_scores[i], &b, 4);
         }
         while (at + len + 8 > blob_cap) {
-            char *nb = realloc(m->tok_blob, blob_cap *= 2);
+            char *nb = base_realloc(m->tok_blob, blob_cap *= 2);
             if (!nb) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
             m->tok_blob = nb;
         }
@@ -418,7 +418,7 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     if (!regex)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer.ggml.pre '%.*s' is not supported (qwen2, llama-bpe, smollm, "
                          "default)", path, (int)pre.n, pre.s);
-    if (!(m->tok_pretok = strdup(regex))) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    if (!(m->tok_pretok = base_strdup(regex))) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     uint32_t mt;
     uint64_t mn;
     const uint8_t *mp;
@@ -431,8 +431,8 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     spec.byte_level = 0;
     etch_status st = tok_init(&look, &spec, path, err);
     if (st) return st;
-    m->tok_merges = malloc((size_t)(mn ? mn : 1) * 3 * sizeof *m->tok_merges);
-    char *buf = malloc((size_t)look.max_piece_len * 4 + 64);
+    m->tok_merges = base_malloc((size_t)(mn ? mn : 1) * 3 * sizeof *m->tok_merges);
+    char *buf = base_malloc((size_t)look.max_piece_len * 4 + 64);
     if (!m->tok_merges || !buf) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     q = mp;
     for (uint64_t k = 0; k < mn && !st; k++) {
@@ -453,7 +453,7 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
         m->tok_merges[3 * k] = a, m->tok_merges[3 * k + 1] = b, m->tok_merges[3 * k + 2] = c;
     }
     m->tok_n_merges = st ? 0 : (int32_t)mn;
-    free(buf);
+    base_free(buf);
     tok_free(&look);
     return st;
 }
@@ -504,21 +504,21 @@ static etch_status read_windows(const gguf_file *g, const char *arch, imp_model 
         if (window > 0) m->rope_base_local = 10000.0f;
     }
     if (window <= 0) return ETCH_OK;
-    uint8_t *w = malloc((size_t)m->n_layers);
+    uint8_t *w = base_malloc((size_t)m->n_layers);
     if (!w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     for (int32_t l = 0; l < m->n_layers; l++) w[l] = gemma ? (l + 1) % 6 != 0 : 1;
     int ok = imp_set_windows(m, window, w);
-    free(w);
+    base_free(w);
     return ok ? ETCH_OK : base_fail(err, ETCH_ERR_NOMEM, "out of memory");
 }
 
 etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_error *err) {
     memset(m, 0, sizeof *m);
-    gguf_file *g = calloc(1, sizeof *g);
+    gguf_file *g = base_calloc(1, sizeof *g);
     if (!g) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     etch_status st = gguf_open(path, g, err);
     if (st) {
-        free(g);
+        base_free(g);
         return st;
     }
     snprintf(m->source, sizeof m->source, "GGUF %s", path);
@@ -563,10 +563,14 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
     if ((st = read_gguf_tokenizer(g, m, err))) goto done;
     gguf_str tpl;
     if (gguf_string(g, "tokenizer.chat_template", &tpl)) {
-        char *j = strndup(tpl.s, (size_t)tpl.n);
-        const char *kind = j ? imp_recognize_template(j) : "";
+        char *j = base_strndup(tpl.s, (size_t)tpl.n);
+        if (!j) {
+            st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        const char *kind = imp_recognize_template(j);
         snprintf(m->chat_template, sizeof m->chat_template, "%s", kind ? kind : "?");
-        free(j);
+        base_free(j);
     }
     if (tokenizer_only) goto done;
 
@@ -610,9 +614,9 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
         goto done;
     }
     if (vocab_rows > m->vocab_size) { /* rows past the tokenizer: unused pieces */
-        int32_t *no = realloc(m->tok_offsets, ((size_t)vocab_rows + 1) * sizeof *no);
-        uint8_t *nt = realloc(m->tok_types, (size_t)vocab_rows);
-        float *ns = realloc(m->tok_scores, (size_t)vocab_rows * sizeof *ns);
+        int32_t *no = base_realloc(m->tok_offsets, ((size_t)vocab_rows + 1) * sizeof *no);
+        uint8_t *nt = base_realloc(m->tok_types, (size_t)vocab_rows);
+        float *ns = base_realloc(m->tok_scores, (size_t)vocab_rows * sizeof *ns);
         if (no) m->tok_offsets = no;
         if (nt) m->tok_types = nt;
         if (ns) m->tok_scores = ns;
@@ -638,7 +642,7 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
     g->map.size = 0;
 done:
     gguf_close(g);
-    free(g);
+    base_free(g);
     if (st) imp_model_free(m);
     return st;
 }
@@ -752,13 +756,13 @@ static uint64_t type_bytes(int type, uint64_t count) {
 
 etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err) {
     memset(g, 0, sizeof *g);
-    g->w = calloc(1, sizeof(gw));
+    g->w = base_calloc(1, sizeof(gw));
     if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     gw *w = g->w;
     w->f = fopen(path, "wb");
     if (!w->f) {
         etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        free(w);
+        base_free(w);
         g->w = NULL;
         return st;
     }
@@ -822,7 +826,7 @@ etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
     w_u64(w, g->n_kv);
     int failed = w->failed;
     if (fclose(w->f) != 0) failed = 1;
-    free(w);
+    base_free(w);
     g->w = NULL;
     if (failed) {
         remove(g->path);

@@ -20,13 +20,15 @@ static etch_status read_json(const char *path, cJSON **out, etch_error *err) {
     etch_status st = base_read_file(path, &data, &size, err);
     if (st) return st;
     const char *end = NULL;
+    unsigned failures = base_alloc_failures();
     cJSON *j = cJSON_ParseWithLengthOpts((const char *)data, (size_t)size, &end, 0);
     if (!j) {
         size_t at = end && end >= (const char *)data ? (size_t)(end - (const char *)data) : 0;
-        free(data);
+        base_free(data);
+        if (base_alloc_failures() != failures) return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory parsing it", path);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: not valid JSON (near byte %zu)", path, at);
     }
-    free(data);
+    base_free(data);
     *out = j;
     return ETCH_OK;
 }
@@ -122,7 +124,7 @@ static etch_status read_windows(const cJSON *c, const char *path, imp_model *m, 
         if (gemma) return base_fail(err, ETCH_ERR_FORMAT, "%s: 'sliding_window' is missing", path);
         return ETCH_OK;
     }
-    uint8_t *w = calloc((size_t)m->n_layers, 1);
+    uint8_t *w = base_calloc((size_t)m->n_layers, 1);
     if (!w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     st = ETCH_OK;
     if (cJSON_IsArray(types)) {
@@ -149,7 +151,7 @@ static etch_status read_windows(const cJSON *c, const char *path, imp_model *m, 
         memset(w, 1, (size_t)m->n_layers);
     }
     if (!st && !imp_set_windows(m, window, w)) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
-    free(w);
+    base_free(w);
     return st;
 }
 
@@ -315,9 +317,11 @@ static etch_status read_safetensors(const char *path, imp_model *m, const cJSON 
                          (unsigned long long)hlen, (unsigned long long)mp->size);
     const uint8_t *data = mp->data + 8 + hlen;
     uint64_t data_size = mp->size - 8 - hlen;
+    unsigned failures = base_alloc_failures();
     cJSON *h = cJSON_ParseWithLength((const char *)mp->data + 8, (size_t)hlen);
     if (!cJSON_IsObject(h)) {
         cJSON_Delete(h);
+        if (base_alloc_failures() != failures) return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory parsing the header", path);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: the header is not a JSON object", path);
     }
     int first = m->n_tensors;
@@ -459,7 +463,7 @@ static int sb_reserve(sbuf *b, size_t n) {
     if (b->n + n <= b->cap) return 1;
     size_t cap = b->cap ? b->cap : 1 << 16;
     while (cap < b->n + n) cap *= 2;
-    char *np = realloc(b->p, cap);
+    char *np = base_realloc(b->p, cap);
     if (!np) return 0;
     b->p = np;
     b->cap = cap;
@@ -540,7 +544,7 @@ static etch_status read_pretokenizer(const char *path, const cJSON *pre, imp_mod
     }
     if (digits && !m->tok_byte_level)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: Digits without ByteLevel is not supported", path);
-    if (regex && !(m->tok_pretok = strdup(regex))) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    if (regex && !(m->tok_pretok = base_strdup(regex))) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     return ETCH_OK;
 }
 
@@ -644,11 +648,11 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         n = vocab_hint;
     }
     m->vocab_size = n;
-    const char **text = calloc((size_t)n, sizeof *text); /* the string of each id, from vocab or added */
-    m->tok_types = malloc((size_t)n);
-    m->tok_offsets = malloc(((size_t)n + 1) * sizeof *m->tok_offsets);
+    const char **text = base_calloc((size_t)n, sizeof *text); /* the string of each id, from vocab or added */
+    m->tok_types = base_malloc((size_t)n);
+    m->tok_offsets = base_malloc(((size_t)n + 1) * sizeof *m->tok_offsets);
     if (!text || !m->tok_types || !m->tok_offsets) {
-        free(text);
+        base_free(text);
         st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -661,7 +665,7 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         const char *content = opt_string(e, "content");
         int32_t id = cJSON_GetObjectItemCaseSensitive(e, "id")->valueint;
         if (!content || !*content) {
-            free(text);
+            base_free(text);
             st = base_fail(err, ETCH_ERR_FORMAT, "%s: added token %d has no content", path, id);
             goto done;
         }
@@ -688,10 +692,10 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         }
         if (blob.n > INT32_MAX) st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: vocabulary text over 2 GiB", path);
     }
-    free(text);
+    base_free(text);
     if (st) goto done;
     m->tok_offsets[n] = (int32_t)blob.n;
-    m->tok_blob = blob.p ? blob.p : malloc(1);
+    m->tok_blob = blob.p ? blob.p : base_malloc(1);
     m->tok_blob_size = blob.n;
     blob.p = NULL;
 
@@ -706,7 +710,7 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         sp.byte_level = 0;
         if ((st = tok_init(&look, &sp, path, err))) goto done;
         int32_t nm = cJSON_GetArraySize(merges);
-        m->tok_merges = malloc((size_t)(nm ? nm : 1) * 3 * sizeof *m->tok_merges);
+        m->tok_merges = base_malloc((size_t)(nm ? nm : 1) * 3 * sizeof *m->tok_merges);
         sbuf a = {0}, b = {0};
         if (!m->tok_merges) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
         int32_t k = 0;
@@ -716,7 +720,7 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
             if (cJSON_IsArray(e) && cJSON_GetArraySize(e) == 2) {
                 l = cJSON_GetArrayItem(e, 0)->valuestring;
                 r = cJSON_GetArrayItem(e, 1)->valuestring;
-            } else if (cJSON_IsString(e) && e->valuestring[0] && (sp_copy = strdup(e->valuestring)) &&
+            } else if (cJSON_IsString(e) && e->valuestring[0] && (sp_copy = base_strdup(e->valuestring)) &&
                        strchr(sp_copy + 1, ' ')) {
                 char *cut = strchr(sp_copy + 1, ' '); /* "a b": the first space after the first character */
                 *cut = '\0';
@@ -733,11 +737,11 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
                                    path, k, l, r);
                 m->tok_merges[3 * k] = li, m->tok_merges[3 * k + 1] = ri, m->tok_merges[3 * k + 2] = mi;
             }
-            free(sp_copy);
+            base_free(sp_copy);
         }
         m->tok_n_merges = st ? 0 : k;
-        free(a.p);
-        free(b.p);
+        base_free(a.p);
+        base_free(b.p);
         tok_free(&look);
         if (st) goto done;
     }
@@ -777,14 +781,14 @@ static etch_status read_tokenizer_json(const char *dir, imp_model *m, int32_t vo
         for (const cJSON *e = cJSON_IsArray(tpl) ? tpl->child : NULL; e && !jinja; e = e->next) /* named templates */
             if (opt_string(e, "name") && !strcmp(opt_string(e, "name"), "default")) jinja = opt_string(e, "template");
         const char *kind = imp_recognize_template(jinja);
-        if (jinja && !(m->chat_jinja = strdup(jinja))) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+        if (jinja && !(m->chat_jinja = base_strdup(jinja))) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
         if (!kind) snprintf(m->chat_template, sizeof m->chat_template, "?");
         else snprintf(m->chat_template, sizeof m->chat_template, "%s", kind);
         tok_free(&look);
         cJSON_Delete(cfg);
     }
 done:
-    free(blob.p);
+    base_free(blob.p);
     cJSON_Delete(j);
     return st;
 }
@@ -812,7 +816,7 @@ static etch_status shift_norms(imp_model *m, etch_error *err) {
         imp_tensor *t = &m->tensors[i];
         size_t len = strlen(t->name);
         if (t->matrix || len < 11 || strcmp(t->name + len - 11, "norm.weight")) continue;
-        float *v = imp_own(m, malloc((size_t)t->dims[0] * sizeof *v));
+        float *v = imp_own(m, base_malloc((size_t)t->dims[0] * sizeof *v));
         if (!v) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
         imp_tensor_f32(t, v);
         for (uint64_t k = 0; k < t->dims[0]; k++) v[k] = 1.0f + v[k];
@@ -832,7 +836,8 @@ etch_status imp_hf_tokenizer(const char *path, imp_model *m, etch_error *err) {
         else snprintf(dir, sizeof dir, ".");
     }
     snprintf(m->source, sizeof m->source, "Hugging Face tokenizer %s", path);
-    etch_status st = read_tokenizer_json(dir, m, 0, err);
+    unsigned failures = base_alloc_failures();
+    etch_status st = base_nomem_since(read_tokenizer_json(dir, m, 0, err), failures, err, path);
     if (st) imp_model_free(m);
     return st;
 }
@@ -860,7 +865,8 @@ etch_status imp_hf(const char *dir, imp_model *m, etch_error *err) {
     int32_t eos_cfg[16], n_eos_cfg = m->n_eos;
     memcpy(eos_cfg, m->eos_ids, sizeof eos_cfg);
     m->n_eos = 0;
-    if (!st) st = read_tokenizer_json(dir, m, m->vocab_size, err);
+    unsigned failures = base_alloc_failures();
+    if (!st) st = base_nomem_since(read_tokenizer_json(dir, m, m->vocab_size, err), failures, err, dir);
     if (!st) {
         for (int i = 0; i < n_eos_cfg && m->n_eos < 16; i++) { /* config.json's EOS ids join the tokenizer's */
             int dup = 0;

@@ -14,27 +14,27 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
     etch_status st = base_read_file(path, &data, &size, err);
     if (st) return st;
     int32_t n = m->vocab_size;
-    m->tok_offsets = malloc(((size_t)n + 1) * sizeof *m->tok_offsets);
-    m->tok_scores = malloc((size_t)n * sizeof *m->tok_scores);
-    m->tok_types = malloc((size_t)n);
-    m->tok_blob = malloc(size ? (size_t)size : 1); /* the pieces are shorter than the file */
+    m->tok_offsets = base_malloc(((size_t)n + 1) * sizeof *m->tok_offsets);
+    m->tok_scores = base_malloc((size_t)n * sizeof *m->tok_scores);
+    m->tok_types = base_malloc((size_t)n);
+    m->tok_blob = base_malloc(size ? (size_t)size : 1); /* the pieces are shorter than the file */
     if (!m->tok_offsets || !m->tok_scores || !m->tok_types || !m->tok_blob) {
-        free(data);
+        base_free(data);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the vocabulary", path);
     }
     uint64_t at = 4, blob = 0;
     if (size < 4) {
-        free(data);
+        base_free(data);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: shorter than its 4-byte header", path);
     }
     int32_t max_len = (int32_t)base_le32(data);
     if (max_len < 1 || max_len > 65536) {
-        free(data);
+        base_free(data);
         return base_fail(err, ETCH_ERR_FORMAT, "%s: max_token_length %d is out of range", path, max_len);
     }
     for (int32_t i = 0; i < n; i++) {
         if (size - at < 8) {
-            free(data);
+            base_free(data);
             return base_fail(err, ETCH_ERR_FORMAT, "%s: truncated at token %d of %d (offset %llu)", path, i, n,
                              (unsigned long long)at);
         }
@@ -44,7 +44,7 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
         int32_t len = (int32_t)base_le32(data + at + 4);
         at += 8;
         if (len < 0 || len > max_len || (uint64_t)len > size - at) {
-            free(data);
+            base_free(data);
             return base_fail(err, ETCH_ERR_FORMAT, "%s: token %d has length %d (max_token_length %d, %llu bytes left)",
                              path, i, len, max_len, (unsigned long long)(size - at));
         }
@@ -68,7 +68,7 @@ static etch_status read_tokenizer(const char *path, imp_model *m, etch_error *er
     }
     m->tok_offsets[n] = (int32_t)blob;
     m->tok_blob_size = blob;
-    free(data);
+    base_free(data);
     m->bos_id = n > 1 ? 1 : -1;
     m->unk_id = 0;
     m->eos_ids[0] = n > 2 ? 2 : 0;

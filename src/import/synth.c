@@ -132,7 +132,7 @@ static etch_status copy_file(const char *from, const char *to, etch_error *err) 
     FILE *f = fopen(to, "wb");
     int ok = f && fwrite(data, 1, (size_t)size, f) == size;
     if (f && fclose(f) != 0) ok = 0;
-    free(data);
+    base_free(data);
     return ok ? ETCH_OK : base_fail(err, ETCH_ERR_IO, "%s: cannot write", to);
 }
 
@@ -141,7 +141,7 @@ static etch_status write_json(cJSON *j, const char *path, etch_error *err) {
     FILE *f = s ? fopen(path, "wb") : NULL;
     int ok = f && fputs(s, f) >= 0 && fputc('\n', f) != EOF;
     if (f && fclose(f) != 0) ok = 0;
-    free(s);
+    base_free(s);
     return ok ? ETCH_OK : base_fail(err, ETCH_ERR_IO, "%s: cannot write", path);
 }
 
@@ -221,7 +221,7 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
     if (st) return st;
 
     /* model.safetensors: the header (padded to 8 bytes), then every tensor in order. */
-    synth_tensor *ts = calloc((size_t)c->layers * 16 + 8, sizeof *ts);
+    synth_tensor *ts = base_calloc((size_t)c->layers * 16 + 8, sizeof *ts);
     if (!ts) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     int n = list_tensors(c, ts);
     cJSON *h = cJSON_CreateObject();
@@ -246,8 +246,8 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
     cJSON_Delete(h);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     FILE *f = hs ? fopen(path, "wb") : NULL;
-    float *x = malloc((size_t)max_n * sizeof *x);
-    void *conv = malloc((size_t)max_n * 2 + 8);
+    float *x = base_malloc((size_t)max_n * sizeof *x);
+    void *conv = base_malloc((size_t)max_n * 2 + 8);
     int ok = f && x && conv;
     if (ok) {
         size_t hl = strlen(hs), padded = (hl + 7) / 8 * 8;
@@ -269,7 +269,7 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
         }
     }
     if (f && fclose(f) != 0) ok = 0;
-    free(hs), free(x), free(conv), free(ts);
+    base_free(hs), base_free(x), base_free(conv), base_free(ts);
     if (!ok) {
         remove(path);
         return base_fail(err, ETCH_ERR_IO, "%s: cannot write", path);
@@ -306,7 +306,7 @@ static size_t gguf_token_text(const imp_model *t, int32_t id, char *out) {
 
 static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtype, uint64_t seed, const char *path,
                               etch_error *err) {
-    synth_tensor *ts = calloc((size_t)c->layers * 16 + 8, sizeof *ts);
+    synth_tensor *ts = base_calloc((size_t)c->layers * 16 + 8, sizeof *ts);
     if (!ts) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     int n = list_tensors(c, ts);
     const char *pre = NULL;
@@ -315,14 +315,14 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         pre = !re || !strcmp(re, imp_regex_gpt2) ? "default" : !strcmp(re, imp_regex_qwen2) ? "qwen2"
             : !strcmp(re, imp_regex_llama3) ? "llama-bpe" : !strcmp(re, imp_regex_digits) ? "smollm" : NULL;
         if (!pre) {
-            free(ts);
+            base_free(ts);
             return base_fail(err, ETCH_ERR_UNSUPPORTED, "the tokenizer's split regex has no llama.cpp pre-tokenizer name");
         }
     }
     gguf_writer g;
     etch_status st = gguf_writer_open(&g, path, (uint64_t)n, err);
     if (st) {
-        free(ts);
+        base_free(ts);
         return st;
     }
     char key[128];
@@ -347,7 +347,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
     for (int32_t i = 0; i < tok->vocab_size; i++)
         if ((size_t)(tok->tok_offsets[i + 1] - tok->tok_offsets[i]) > max_piece)
             max_piece = (size_t)(tok->tok_offsets[i + 1] - tok->tok_offsets[i]);
-    char *buf = malloc(8 * max_piece + 64); /* two pieces, each at most 3 bytes per byte, and a space */
+    char *buf = base_malloc(8 * max_piece + 64); /* two pieces, each at most 3 bytes per byte, and a space */
     int32_t vocab = c->vocab;
     gguf_kv_arr_begin(&g, "tokenizer.ggml.tokens", GGUF_T_STR, (uint64_t)vocab);
     for (int32_t i = 0; i < vocab && buf; i++) {
@@ -376,12 +376,12 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         }
     } else {
         /* SentencePiece scores from merge ranks: the piece an earlier merge makes scores higher. */
-        float *score = malloc((size_t)vocab * sizeof *score);
+        float *score = base_malloc((size_t)vocab * sizeof *score);
         for (int32_t i = 0; score && i < vocab; i++) score[i] = -1e9f - (float)i;
         for (int32_t k = tok->tok_n_merges - 1; score && k >= 0; k--) score[tok->tok_merges[3 * k + 2]] = -(float)k;
         gguf_kv_arr_begin(&g, "tokenizer.ggml.scores", GGUF_T_F32, (uint64_t)vocab);
         for (int32_t i = 0; i < vocab; i++) gguf_arr_f32(&g, score ? score[i] : 0.0f);
-        free(score);
+        base_free(score);
         gguf_kv_bool(&g, "tokenizer.ggml.add_space_prefix", tok->add_dummy_prefix);
     }
     gguf_kv_bool(&g, "tokenizer.ggml.add_bos_token", tok->bos_id >= 0);
@@ -396,7 +396,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         uint64_t cnt = ts[i].rows * (ts[i].cols ? ts[i].cols : 1);
         if (cnt > max_n) max_n = cnt;
     }
-    float *x = malloc((size_t)max_n * sizeof *x), *tmp = malloc((size_t)max_n * sizeof *tmp);
+    float *x = base_malloc((size_t)max_n * sizeof *x), *tmp = base_malloc((size_t)max_n * sizeof *tmp);
     if (!x || !tmp || !buf) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     for (int i = 0; i < n && !st; i++) {
         fill_tensor(c, &ts[i], seed, 1, x);
@@ -404,7 +404,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         gguf_tensor_data(&g, ts[i].kind == 0 ? gtype : GGUF_F32, x, ts[i].rows * (ts[i].cols ? ts[i].cols : 1));
     }
     etch_status cst = gguf_writer_close(&g, err);
-    free(x), free(tmp), free(buf), free(ts);
+    base_free(x), base_free(tmp), base_free(buf), base_free(ts);
     return st ? st : cst;
 }
 

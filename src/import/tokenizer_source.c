@@ -19,18 +19,18 @@ etch_status etch_tokenizer_open(const char *path, etch_tokenizer **out, etch_err
     base_clear(err);
     if (!path || !out) return base_fail(err, ETCH_ERR_ARG, "etch_tokenizer_open: NULL argument");
     *out = NULL;
-    etch_tokenizer *t = calloc(1, sizeof *t);
+    etch_tokenizer *t = base_calloc(1, sizeof *t);
     if (!t) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     struct stat sb;
     char magic[8] = {0};
     if (stat(path, &sb) != 0) {
-        free(t);
+        base_free(t);
         return base_fail(err, ETCH_ERR_IO, "%s: cannot open: no such file or folder", path);
     }
     if (!S_ISDIR(sb.st_mode)) {
         FILE *f = fopen(path, "rb");
         if (!f) {
-            free(t);
+            base_free(t);
             return base_fail(err, ETCH_ERR_IO, "%s: cannot open", path);
         }
         size_t got = fread(magic, 1, 8, f);
@@ -63,7 +63,7 @@ void etch_tokenizer_close(etch_tokenizer *t) {
     etch_program_close(t->prog);
     tok_free(&t->tok);
     imp_model_free(&t->model);
-    free(t);
+    base_free(t);
 }
 
 etch_status etch_tokenizer_encode(const etch_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids_out,
@@ -87,7 +87,7 @@ etch_status etch_tokenizer_decode(const etch_tokenizer *t, const int32_t *ids, i
         tok_piece(t->use, i ? ids[i - 1] : -1, ids[i], 0, &l);
         total += l;
     }
-    char *out = malloc(total);
+    char *out = base_malloc(total);
     if (!out) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     size_t at = 0;
     for (int32_t i = 0; i < n; i++) {

@@ -18,7 +18,7 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
     s->n_threads = n_threads;
     size_t rows = (size_t)c->max_seq_len, q_dim = (size_t)c->n_heads * c->head_dim;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
-    s->kv_off = malloc((size_t)c->n_layers * sizeof *s->kv_off);
+    s->kv_off = base_malloc((size_t)c->n_layers * sizeof *s->kv_off);
     if (!s->kv_off) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the cache table");
     size_t cache_rows = 0;
     for (int l = 0; l < c->n_layers; l++) s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
@@ -31,7 +31,7 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         {&s->k_cache, cache_rows * kv_dim}, {&s->v_cache, cache_rows * kv_dim},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
-        *plan[i].p = calloc(plan[i].n, sizeof(float));
+        *plan[i].p = base_calloc(plan[i].n, sizeof(float));
         if (!*plan[i].p) {
             model_state_free(s);
             return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of session state",
@@ -45,8 +45,8 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
 
 void model_state_free(model_state *s) {
     if (!s) return;
-    free(s->x), free(s->xb), free(s->q), free(s->proj), free(s->hb), free(s->hb2), free(s->scores);
-    free(s->k_tmp), free(s->v_tmp), free(s->k_cache), free(s->v_cache), free(s->kv_off);
+    base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
+    base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
     memset(s, 0, sizeof *s);
 }
 

@@ -20,7 +20,7 @@ etch_status etch_chat_render(const etch_program *p, const char *user, const etch
                          "this program has no chat template: name one (chatml, qwen3, llama3, llama2) or run without chat");
     const char *sys = o.system;
     size_t need = strlen(user) + (sys ? strlen(sys) : 0) + 256;
-    char *s = malloc(need);
+    char *s = base_malloc(need);
     if (!s) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     int n;
     if (!strcmp(name, "qwen3") || !strcmp(name, "chatml")) {
@@ -37,15 +37,15 @@ etch_status etch_chat_render(const etch_program *p, const char *user, const etch
         n = snprintf(s, need, "[INST] %s%s%s%s [/INST]", sys ? "<<SYS>>\n" : "", sys ? sys : "", sys ? "\n<</SYS>>\n\n" : "",
                      user);
     } else {
-        free(s);
+        base_free(s);
         return base_fail(err, ETCH_ERR_ARG, "chat template '%s' is not one of chatml, qwen3, llama3, llama2", name);
     }
     if (n < 0 || (size_t)n >= need) {
-        free(s);
+        base_free(s);
         return base_fail(err, ETCH_ERR_NOMEM, "chat rendering overflow");
     }
     if (o.think >= 0 && strcmp(name, "qwen3") != 0) {
-        free(s);
+        base_free(s);
         return base_fail(err, ETCH_ERR_ARG, "--think/--no-think need the qwen3 template (this one is %s)", name);
     }
     *out = s;

@@ -150,7 +150,7 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     s->utf8.n_held = 0;
 
     /* Encode. */
-    free(s->prompt);
+    base_free(s->prompt);
     s->prompt = NULL;
     s->n_prompt = 0;
     etch_error err;

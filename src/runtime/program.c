@@ -168,8 +168,8 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     c->score_div = sqrtf(qpas);
 
     /* Attention windows, layer by layer, and the cache rows they need. */
-    p->window = calloc((size_t)m->n_layers, sizeof *p->window);
-    p->kv_rows = calloc((size_t)m->n_layers, sizeof *p->kv_rows);
+    p->window = base_calloc((size_t)m->n_layers, sizeof *p->window);
+    p->kv_rows = base_calloc((size_t)m->n_layers, sizeof *p->kv_rows);
     if (!p->window || !p->kv_rows) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer windows", path);
     const fmt_meta *lw = fmt_find_meta(&p->file, "layer_window");
     if (lw) {
@@ -194,7 +194,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     c->kv_rows = p->kv_rows;
 
     /* RoPE frequencies, computed once here, with the recorded scaling. */
-    p->inv_freq = malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq);
+    p->inv_freq = base_malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq);
     if (!p->inv_freq) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the RoPE table", path);
     kern_rope_freqs(p->inv_freq, m->head_dim, m->rope_base);
     const char *scaling;
@@ -221,7 +221,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     if (fmt_find_meta(&p->file, "rope_base_local")) {
         float base;
         if ((st = need_f32(p, path, "rope_base_local", &base, err))) return st;
-        p->inv_freq_local = malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq_local);
+        p->inv_freq_local = base_malloc((size_t)m->head_dim / 2 * sizeof *p->inv_freq_local);
         if (!p->inv_freq_local) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the RoPE table", path);
         kern_rope_freqs(p->inv_freq_local, m->head_dim, base);
         c->inv_freq_local = p->inv_freq_local;
@@ -235,7 +235,7 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
     uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, hid = (uint64_t)c->hidden_dim;
     uint32_t wt = c->wtype == KERN_F32 ? FMT_DT_F32 : c->wtype == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
     model_weights *w = &p->w;
-    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    w->layers = base_calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer table", path);
     etch_status st;
     uint64_t vocab_rows = (uint64_t)kern_packed_rows(c->vocab_size);
@@ -327,7 +327,7 @@ etch_status etch_program_open(const char *path, etch_program **out, etch_error *
     if (!path) return base_fail(err, ETCH_ERR_ARG, "etch_program_open: path is NULL");
     double t0 = base_now_us();
     kern_init();
-    etch_program *p = calloc(1, sizeof *p);
+    etch_program *p = base_calloc(1, sizeof *p);
     if (!p) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the program", path);
     etch_status st = fmt_open(path, &p->file, err);
     if (!st) st = load_meta(p, path, err);
@@ -346,10 +346,10 @@ etch_status etch_program_open(const char *path, etch_program **out, etch_error *
 void etch_program_close(etch_program *p) {
     if (!p) return;
     tok_free(&p->tok);
-    free(p->w.layers);
-    free(p->inv_freq), free(p->inv_freq_local), free(p->window), free(p->kv_rows);
+    base_free(p->w.layers);
+    base_free(p->inv_freq), base_free(p->inv_freq_local), base_free(p->window), base_free(p->kv_rows);
     fmt_close(&p->file);
-    free(p);
+    base_free(p);
 }
 
 const etch_method_meta *etch_program_meta(const etch_program *p) { return p ? &p->meta : NULL; }

@@ -33,12 +33,12 @@ etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch
     base_pool *pool;
     etch_status st = base_pool_new(n_threads, &pool, err);
     if (st) return st;
-    roof_job *j = calloc(1, sizeof *j);
+    roof_job *j = base_calloc(1, sizeof *j);
     size_t n = (size_t)1 << 28; /* 1 GiB of floats: far past every cache */
-    if (j) j->buf = malloc(n * sizeof(float));
+    if (j) j->buf = base_malloc(n * sizeof(float));
     if (!j || !j->buf) {
-        if (j) free(j->buf);
-        free(j);
+        if (j) base_free(j->buf);
+        base_free(j);
         base_pool_free(pool);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate 1 GiB for the bandwidth measurement");
     }
@@ -58,8 +58,8 @@ etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch
         best = sum > best ? sum : best;
     }
     *read_gbps = best;
-    free(j->buf);
-    free(j);
+    base_free(j->buf);
+    base_free(j);
     base_pool_free(pool);
     return ETCH_OK;
 }

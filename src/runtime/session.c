@@ -24,23 +24,23 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
     if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: out is NULL");
     *out = NULL;
     if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: program is NULL");
-    etch_session *s = calloc(1, sizeof *s);
+    etch_session *s = base_calloc(1, sizeof *s);
     if (!s) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a session");
     s->prog = p;
     etch_status st = model_state_new(&p->cfg, n_threads, &s->st, err);
     if (!st) st = base_pool_new(n_threads, &s->pool, err);
     if (st) {
         model_state_free(&s->st);
-        free(s);
+        base_free(s);
         return st;
     }
     size_t vocab = (size_t)p->meta.vocab_size, ctx = (size_t)p->meta.max_context_len;
     s->text_cap = 3 * ((size_t)p->tok.max_piece_len + 4);
-    s->logits = malloc(vocab * sizeof *s->logits);
-    s->cand = malloc(vocab * sizeof *s->cand);
-    s->text = malloc(s->text_cap);
-    s->generated = malloc(ctx * sizeof *s->generated);
-    s->chunks = malloc(ctx * sizeof *s->chunks);
+    s->logits = base_malloc(vocab * sizeof *s->logits);
+    s->cand = base_malloc(vocab * sizeof *s->cand);
+    s->text = base_malloc(s->text_cap);
+    s->generated = base_malloc(ctx * sizeof *s->generated);
+    s->chunks = base_malloc(ctx * sizeof *s->chunks);
     if (!s->logits || !s->cand || !s->text || !s->generated || !s->chunks) {
         etch_session_free(s);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate session buffers");
@@ -54,8 +54,8 @@ void etch_session_free(etch_session *s) {
     if (!s) return;
     base_pool_free(s->pool);
     model_state_free(&s->st);
-    free(s->logits), free(s->cand), free(s->text), free(s->prompt), free(s->generated), free(s->chunks);
-    free(s);
+    base_free(s->logits), base_free(s->cand), base_free(s->text), base_free(s->prompt), base_free(s->generated), base_free(s->chunks);
+    base_free(s);
 }
 
 const char *etch_session_error(const etch_session *s) { return s ? s->error : "session is NULL"; }
@@ -177,7 +177,7 @@ etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n
         tok_piece(t, i ? ids[i - 1] : -1, ids[i], 0, &l);
         total += l;
     }
-    char *out = malloc(total);
+    char *out = base_malloc(total);
     if (!out) return base_fail(err, ETCH_ERR_NOMEM, "etch_detokenize: cannot allocate %zu bytes", total);
     size_t at = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -200,8 +200,8 @@ struct etch_decoder {
 
 etch_status etch_decoder_new(const etch_program *p, etch_decoder **out) {
     if (!p || !out) return ETCH_ERR_ARG;
-    etch_decoder *d = calloc(1, sizeof *d);
-    if (d) d->out = malloc(3 * ((size_t)p->tok.max_piece_len + 4));
+    etch_decoder *d = base_calloc(1, sizeof *d);
+    if (d) d->out = base_malloc(3 * ((size_t)p->tok.max_piece_len + 4));
     if (!d || !d->out) {
         etch_decoder_free(d);
         *out = NULL;
@@ -226,6 +226,6 @@ const char *etch_decoder_flush(etch_decoder *d, size_t *len) {
 
 void etch_decoder_free(etch_decoder *d) {
     if (!d) return;
-    free(d->out);
-    free(d);
+    base_free(d->out);
+    base_free(d);
 }

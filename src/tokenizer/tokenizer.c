@@ -72,6 +72,16 @@ static int by_length_desc(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* PCRE2's memory, through etch's allocator. */
+static void *re_malloc(PCRE2_SIZE n, void *ud) {
+    (void)ud;
+    return base_malloc(n);
+}
+static void re_free(void *p, void *ud) {
+    (void)ud;
+    base_free(p);
+}
+
 etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, etch_error *err) {
     memset(t, 0, sizeof *t);
     const tok_spec *s = spec;
@@ -100,10 +110,10 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
     while (t->n_slots < 2u * (uint32_t)s->n_vocab) t->n_slots <<= 1;
     t->n_merge_slots = 1;
     while (t->n_merge_slots < 2u * (uint32_t)s->n_merges) t->n_merge_slots <<= 1;
-    t->slots = calloc(t->n_slots, sizeof *t->slots);
-    t->merge_slots = calloc(t->n_merge_slots, sizeof *t->merge_slots);
-    t->byte_val = malloc((size_t)s->n_vocab * sizeof *t->byte_val);
-    t->added = malloc((size_t)s->n_vocab * sizeof *t->added);
+    t->slots = base_calloc(t->n_slots, sizeof *t->slots);
+    t->merge_slots = base_calloc(t->n_merge_slots, sizeof *t->merge_slots);
+    t->byte_val = base_malloc((size_t)s->n_vocab * sizeof *t->byte_val);
+    t->added = base_malloc((size_t)s->n_vocab * sizeof *t->added);
     if (!t->slots || !t->merge_slots || !t->byte_val || !t->added) {
         tok_free(t);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate tokenizer tables", what);
@@ -133,7 +143,7 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
         }
         if (s->match_added && (ty == TOK_CONTROL || ty == TOK_USER) && n > 0) t->added[t->n_added++] = i;
     }
-    len_id *order = malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *order);
+    len_id *order = base_malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *order);
     if (!order) {
         tok_free(t);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate tokenizer tables", what);
@@ -145,7 +155,7 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
     }
     qsort(order, (size_t)t->n_added, sizeof *order, by_length_desc);
     for (int32_t i = 0; i < t->n_added; i++) t->added[i] = order[i].id;
-    free(order);
+    base_free(order);
     if (s->byte_level)
         for (int b = 0; b < 256; b++)
             if (t->byte_sym[b] < 0) {
@@ -173,12 +183,25 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
     if (s->pretok && s->pretok[0]) {
         int code;
         PCRE2_SIZE at;
+        pcre2_general_context *g = pcre2_general_context_create(re_malloc, re_free, NULL);
+        pcre2_compile_context *cc = g ? pcre2_compile_context_create(g) : NULL;
+        pcre2_match_context *mc = g ? pcre2_match_context_create(g) : NULL;
+        t->re_gctx = g, t->re_mctx = mc;
+        if (!cc || !mc) {
+            pcre2_compile_context_free(cc);
+            tok_free(t);
+            return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the split regex", what);
+        }
+        unsigned failures = base_alloc_failures();
         pcre2_code *re = pcre2_compile((PCRE2_SPTR)s->pretok, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code,
-                                       &at, NULL);
+                                       &at, cc);
+        pcre2_compile_context_free(cc);
         if (!re) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(code, msg, sizeof msg);
             tok_free(t);
+            if (base_alloc_failures() != failures)
+                return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the split regex", what);
             return base_fail(err, ETCH_ERR_FORMAT, "%s: split regex does not compile at offset %zu: %s", what,
                              (size_t)at, (const char *)msg);
         }
@@ -190,11 +213,13 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
 
 void tok_free(tok_tokenizer *t) {
     if (!t) return;
-    free(t->slots);
-    free(t->merge_slots);
-    free(t->byte_val);
-    free(t->added);
+    base_free(t->slots);
+    base_free(t->merge_slots);
+    base_free(t->byte_val);
+    base_free(t->added);
     pcre2_code_free((pcre2_code *)t->re);
+    pcre2_match_context_free((pcre2_match_context *)t->re_mctx);
+    pcre2_general_context_free((pcre2_general_context *)t->re_gctx);
     memset(t, 0, sizeof *t);
 }
 
@@ -211,7 +236,7 @@ static void push_id(ids_buf *b, int32_t id) {
     if (b->oom) return;
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 64;
-        int32_t *nv = realloc(b->v, cap * sizeof *nv);
+        int32_t *nv = base_realloc(b->v, cap * sizeof *nv);
         if (!nv) {
             b->oom = 1;
             return;
@@ -249,7 +274,7 @@ static int cand_less(const cand *a, const cand *b) {
 static void heap_push(bpe_work *w, cand c) {
     if (w->heap_n == w->heap_cap) {
         size_t cap = w->heap_cap ? w->heap_cap * 2 : 64;
-        cand *nh = realloc(w->heap, cap * sizeof *nh);
+        cand *nh = base_realloc(w->heap, cap * sizeof *nh);
         if (!nh) {
             w->oom = 1;
             return;
@@ -305,7 +330,7 @@ static void try_pair(const tok_tokenizer *t, bpe_work *w, int32_t a, int32_t b) 
 static int add_sym(bpe_work *w, size_t *n, int32_t id) {
     if (*n == w->syms_cap) {
         size_t cap = w->syms_cap ? w->syms_cap * 2 : 256;
-        sym *ns = realloc(w->syms, cap * sizeof *ns);
+        sym *ns = base_realloc(w->syms, cap * sizeof *ns);
         if (!ns) return w->oom = 1, 0;
         w->syms = ns;
         w->syms_cap = cap;
@@ -380,11 +405,19 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
     if (len == 0) return ETCH_OK;
     char *norm = NULL;
     if (t->s.nfc) {
-        utf8proc_uint8_t *dst = NULL;
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst,
-                                          UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+        /* utf8proc_map's steps, in a buffer of ours: code points, composed, re-encoded in place. */
+        const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+        utf8proc_ssize_t r = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, NULL, 0, opt);
         if (r < 0) return base_fail(err, ETCH_ERR_TEXT, "NFC normalization failed: %s", utf8proc_errmsg(r));
-        norm = (char *)dst;
+        utf8proc_int32_t *cp = base_malloc(((size_t)r + 1) * sizeof *cp);
+        if (!cp) return base_fail(err, ETCH_ERR_NOMEM, "out of memory normalizing text");
+        r = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, cp, r, opt);
+        if (r >= 0) r = utf8proc_reencode(cp, r, opt);
+        if (r < 0) {
+            base_free(cp);
+            return base_fail(err, ETCH_ERR_TEXT, "NFC normalization failed: %s", utf8proc_errmsg(r));
+        }
+        norm = (char *)cp;
         s = norm;
         len = (size_t)r;
     }
@@ -392,9 +425,9 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
     if (t->s.add_dummy_prefix && (first || t->s.match_added)) {
         /* SentencePiece's dummy prefix (Hugging Face's Prepend("▁") runs on every piece of text
          * between added tokens; llama2.c's once at the start). */
-        prefixed = malloc(len + 1);
+        prefixed = base_malloc(len + 1);
         if (!prefixed) {
-            free(norm);
+            base_free(norm);
             return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
         }
         prefixed[0] = ' ';
@@ -404,14 +437,17 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
     }
     etch_status st = ETCH_OK;
     if (t->re) {
-        pcre2_match_data *md = pcre2_match_data_create(4, NULL);
+        pcre2_match_data *md = pcre2_match_data_create(4, (pcre2_general_context *)t->re_gctx);
         if (!md) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
         size_t pos = 0, from = 0;
         while (!st && from < len) {
-            int rc = pcre2_match((const pcre2_code *)t->re, (PCRE2_SPTR)s, len, from, 0, md, NULL);
+            int rc = pcre2_match((const pcre2_code *)t->re, (PCRE2_SPTR)s, len, from, 0, md,
+                                 (pcre2_match_context *)t->re_mctx);
             if (rc == PCRE2_ERROR_NOMATCH) break;
             if (rc < 0) {
-                st = base_fail(err, ETCH_ERR_TEXT, "split regex failed (PCRE2 error %d)", rc);
+                st = rc == PCRE2_ERROR_NOMEMORY || rc == PCRE2_ERROR_HEAPLIMIT
+                         ? base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing")
+                         : base_fail(err, ETCH_ERR_TEXT, "split regex failed (PCRE2 error %d)", rc);
                 break;
             }
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -429,8 +465,8 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
     } else {
         st = bpe_word(t, w, s, len, out, err);
     }
-    free(prefixed);
-    free(norm);
+    base_free(prefixed);
+    base_free(norm);
     return st;
 }
 
@@ -455,7 +491,7 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
     if (len > (size_t)INT32_MAX / 2) return base_fail(err, ETCH_ERR_ARG, "text of %zu bytes is too long", len);
     ids_buf out = {0};
     bpe_work w = {0};
-    w.scratch = malloc((size_t)t->max_piece_len * 2 + 8);
+    w.scratch = base_malloc((size_t)t->max_piece_len * 2 + 8);
     if (!w.scratch) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
     if (add_bos && t->s.bos_id >= 0) push_id(&out, t->s.bos_id);
     etch_status st = ETCH_OK;
@@ -476,15 +512,15 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
         start = i;
     }
     if (!st) st = encode_plain(t, &w, text + start, len - start, first, &out, err);
-    free(w.syms);
-    free(w.heap);
-    free(w.scratch);
+    base_free(w.syms);
+    base_free(w.heap);
+    base_free(w.scratch);
     if (!st && out.oom) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
     if (st) {
-        free(out.v);
+        base_free(out.v);
         return st;
     }
-    if (!out.v) out.v = malloc(sizeof *out.v); /* an empty result is still an allocation the caller frees */
+    if (!out.v) out.v = base_malloc(sizeof *out.v); /* an empty result is still an allocation the caller frees */
     if (!out.v) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
     *ids_out = out.v;
     *n_out = (int32_t)out.n;

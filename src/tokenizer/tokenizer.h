@@ -52,6 +52,7 @@ typedef struct tok_tokenizer {
     int32_t n_added;
     int32_t max_piece_len;
     void *re;                /* pcre2_code_8 *, or NULL */
+    void *re_gctx, *re_mctx; /* PCRE2 general and match contexts: its memory through base_malloc */
 } tok_tokenizer;
 
 /* Validates the spec (offsets in bounds and ordered, types known, byte pieces well-formed, every

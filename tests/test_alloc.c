@@ -1,0 +1,182 @@
+/* Allocation failure: with an allocator installed through etch_set_allocator that fails its k-th
+ * call, for every k from the first until an operation completes without reaching k, each operation
+ * either succeeds or returns an error (never crashes), and afterwards every byte it allocated has been
+ * freed. Operations: export from llama2.c, from a Hugging Face folder and from GGUF; open, session,
+ * generation (batched and sequential prefill), detokenize, chat rendering; a tokenizer.json on its
+ * own. The models are small so that every k can be tried (a few thousand allocations each).
+ * Every error must be ETCH_ERR_NOMEM, and a failure an operation absorbs (PCRE2's optional JIT
+ * compilation) must leave its result unchanged: the same output file, tokens and text. */
+#include "check.h"
+#include "etch.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct {
+    long calls, fail_at, live, failed;
+} A;
+static pthread_mutex_t A_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Counts calls and live blocks, and fails call number fail_at. Sessions' worker threads call it too. */
+static void *counting_alloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    pthread_mutex_lock(&A_lock);
+    void *q = NULL;
+    if (n == 0) {
+        if (p) A.live--;
+        free(p);
+    } else if (++A.calls == A.fail_at) {
+        A.failed = 1;
+    } else {
+        q = realloc(p, n);
+        if (q && !p) A.live++;
+    }
+    pthread_mutex_unlock(&A_lock);
+    return q;
+}
+
+/* What an operation produced, hashed (FNV-1a), to compare runs. */
+static uint64_t sig;
+static void sig_add(const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) sig = (sig ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+}
+static void sig_file(const char *path) {
+    size_t n = 0;
+    char *d = check_read_file(path, &n);
+    if (d) sig_add(d, n);
+    free(d);
+}
+
+static char stories_bin[1100], stories_tok[1100], hf_dir[700], gguf[1100], tok_json[1100], out[700], prog[700];
+
+static int on_token(void *user, int32_t id, const char *text, size_t len) {
+    (void)user;
+    sig_add(&id, sizeof id), sig_add(text, len);
+    return 0;
+}
+
+static etch_status op_export_llama2c(void) {
+    etch_error err;
+    etch_status st = etch_export_llama2c(stories_bin, stories_tok, out, NULL, &err);
+    if (!st) sig_file(out);
+    return st;
+}
+
+static etch_status op_export_hf(void) {
+    etch_error err;
+    etch_export_options o = {64, 8, NULL, NULL};
+    etch_status st = etch_export_hf(hf_dir, out, &o, &err);
+    if (!st) sig_file(out);
+    return st;
+}
+
+static etch_status op_export_gguf(void) {
+    etch_error err;
+    etch_export_options o = {64, 8, "f16", NULL};
+    etch_status st = etch_export_gguf(gguf, out, &o, &err);
+    if (!st) sig_file(out);
+    return st;
+}
+
+static char last_error[4096];
+
+static etch_status op_run(void) {
+    etch_error err;
+    etch_program *p;
+    etch_status st = etch_program_open(prog, &p, &err);
+    if (st) return snprintf(last_error, sizeof last_error, "%s", err.message), st;
+    etch_session *s;
+    st = etch_session_new_threads(p, 2, &s, &err);
+    if (!st) {
+        etch_generate_config cfg;
+        etch_generate_config_default(&cfg);
+        cfg.max_new_tokens = 6;
+        st = etch_generate(s, "Once upon a time", &cfg, on_token, NULL);
+        cfg.prefill = ETCH_PREFILL_SEQUENTIAL;
+        if (!st) st = etch_generate(s, "The cat", &cfg, on_token, NULL);
+        char *text = NULL;
+        int32_t ids[3] = {1, 403, 407};
+        if (!st) st = etch_detokenize(p, ids, 3, &text, NULL, &err);
+        if (!st) sig_add(text, strlen(text));
+        etch_free(text);
+        etch_chat_options co = {"Be brief.", -1, "chatml"};
+        if (!st) st = etch_chat_render(p, "Hi", &co, &text, &err);
+        if (!st) sig_add(text, strlen(text)), etch_free(text);
+        if (st) snprintf(last_error, sizeof last_error, "%s / %s", etch_session_error(s), err.message);
+        etch_session_free(s);
+    }
+    etch_program_close(p);
+    return st;
+}
+
+static etch_status op_tokenizer(void) {
+    etch_error err;
+    etch_tokenizer *t;
+    etch_status st = etch_tokenizer_open(tok_json, &t, &err);
+    if (st) return st;
+    int32_t *ids = NULL, n = 0;
+    const char *text = "Caf\xc3\xa9 <|im_start|>user the then";
+    st = etch_tokenizer_encode(t, text, strlen(text), 0, &ids, &n, &err);
+    char *back = NULL;
+    if (!st) st = etch_tokenizer_decode(t, ids, n, &back, NULL, &err);
+    if (!st) sig_add(ids, (size_t)n * sizeof *ids), sig_add(back, strlen(back));
+    etch_free(ids), etch_free(back);
+    etch_tokenizer_close(t);
+    return st;
+}
+
+/* Fails the k-th allocation for k = 1, 2, ... until the operation no longer reaches k. */
+static void every_k(const char *name, etch_status (*op)(void)) {
+    A.fail_at = 0, A.calls = 0, A.live = 0, sig = 0;
+    etch_status clean = op();
+    long total = A.calls;
+    uint64_t clean_sig = sig;
+    CHECK(clean == ETCH_OK && A.live == 0, "%s without failures: status %d (%s), %ld blocks left", name, clean,
+          last_error, A.live);
+    long errors = 0, nomem = 0, absorbed = 0, leaks = 0, changed = 0;
+    for (long k = 1;; k++) {
+        A.calls = 0, A.live = 0, A.failed = 0, A.fail_at = k, sig = 0;
+        etch_status st = op();
+        if (!A.failed) break; /* the operation made fewer than k allocations: every k is done */
+        if (st == ETCH_OK) absorbed++, changed += sig != clean_sig;
+        else errors++, nomem += st == ETCH_ERR_NOMEM;
+        if (A.live != 0 && leaks++ < 5) CHECK(0, "%s: failing allocation %ld leaves %ld blocks", name, k, A.live);
+    }
+    CHECK(leaks == 0, "%s: %ld of the failure points leak", name, leaks);
+    CHECK(nomem == errors, "%s: %ld of %ld errors are not ETCH_ERR_NOMEM", name, errors - nomem, errors);
+    CHECK(changed == 0, "%s: %ld absorbed failures changed the result", name, changed);
+    CHECK(errors + absorbed == total, "%s: %ld failure points tried of %ld allocations", name, errors + absorbed, total);
+    printf("%s: %ld allocations; failing each in turn: %ld errors (all ETCH_ERR_NOMEM: %s), %ld absorbed with the "
+           "same result, no crash, %s\n",
+           name, total, errors, nomem == errors ? "yes" : "no", absorbed, leaks ? "LEAKS" : "nothing leaked");
+    fflush(stdout);
+}
+
+int main(void) {
+    snprintf(stories_bin, sizeof stories_bin, "%s/stories260K/stories260K.bin", models_dir());
+    snprintf(stories_tok, sizeof stories_tok, "%s/stories260K/tok512.bin", models_dir());
+    snprintf(hf_dir, sizeof hf_dir, "%s/alloc-hf", ETCH_TEST_TMP);
+    snprintf(gguf, sizeof gguf, "%s/fuzz/seeds/gguf/gemma3.gguf", ETCH_SOURCE_DIR);
+    snprintf(tok_json, sizeof tok_json, "%s/fuzz/seeds/tokenizer_json/tokenizer.json", ETCH_SOURCE_DIR);
+    snprintf(out, sizeof out, "%s/alloc-out.etch", ETCH_TEST_TMP);
+    snprintf(prog, sizeof prog, "%s/alloc-stories.etch", ETCH_TEST_TMP);
+    etch_error err;
+    /* Inputs, made with the C library's allocator. */
+    etch_export_options o = {128, 16, NULL, "chatml"};
+    REQUIRE(etch_export_llama2c(stories_bin, stories_tok, prog, &o, &err) == ETCH_OK, "%s", err.message);
+    etch_synth_options so = {"qwen3", "tiny", 1, 16, 32, 2, 1, 8, 64, 3, 0.1f, tok_json, "hf", "f32", 0};
+    REQUIRE(etch_synth(&so, hf_dir, &err) == ETCH_OK, "synth: %s", err.message);
+
+    etch_set_allocator(counting_alloc, NULL);
+    every_k("export llama2.c", op_export_llama2c);
+    every_k("export Hugging Face", op_export_hf);
+    every_k("export GGUF", op_export_gguf);
+    every_k("open, session, generate, detokenize, chat", op_run);
+    every_k("tokenizer.json encode and decode", op_tokenizer);
+    etch_set_allocator(NULL, NULL);
+    /* Back on malloc: everything still works. */
+    CHECK(op_run() == ETCH_OK, "after restoring the C library's allocator");
+    unlink(out);
+    return check_done();
+}
