@@ -48,6 +48,10 @@ static void test_forward_errors(void) {
               strstr(etch_session_error(s), "positions 505..514"),
           "past the context: %s", etch_session_error(s));
     CHECK(etch_forward(s, toks, 1, -1, NULL, 0) == ETCH_ERR_INPUT, "negative start_pos");
+    /* Found by fuzz_forward: the message's last position overflowed int (UBSan). */
+    CHECK(etch_forward(s, toks, 7, INT32_MAX, NULL, 0) == ETCH_ERR_INPUT &&
+              strstr(etch_session_error(s), "positions 2147483647..2147483653"),
+          "start_pos INT32_MAX: %s", etch_session_error(s));
     int32_t bad[3] = {1, 512, 5};
     CHECK(etch_forward(s, bad, 3, 0, NULL, 0) == ETCH_ERR_INPUT &&
               strstr(etch_session_error(s), "token id 512 at index 1") && strstr(etch_session_error(s), "[1, 512, 5]"),

@@ -116,8 +116,8 @@ etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int3
                  m->max_seq_len, m->max_seq_len == 1 ? " (a static program: prefill one token per call)" : "");
     else if (start_pos < 0 || start_pos > m->max_context_len - n)
         snprintf(s->error, sizeof s->error,
-                 "etch_forward: positions %d..%d do not fit the context (max_context_len = %d)", start_pos,
-                 start_pos + n - 1, m->max_context_len);
+                 "etch_forward: positions %d..%lld do not fit the context (max_context_len = %d)", start_pos,
+                 (long long)start_pos + n - 1, m->max_context_len); /* in 64 bits: start_pos may be INT32_MAX */
     else {
         bad = 0;
         for (int32_t i = 0; i < n; i++)
