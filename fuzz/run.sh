@@ -11,7 +11,7 @@ shift $(( $# >= 2 ? 2 : 1 ))
 here=$(cd "$(dirname "$0")" && pwd)
 names=${*:-program gguf safetensors config tokenizer_json llama2c tokenize chat forward}
 mkdir -p "$B/artifacts"
-rc=0
+rc=0 passed=0 failed=0
 for h in $names; do
   mkdir -p "$B/corpus/$h"
   log=$B/fuzz_$h.log
@@ -25,6 +25,8 @@ for h in $names; do
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
   secs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | grep -o 'in [0-9]*' | grep -o '[0-9]*')
   echo "fuzz_$h: ${execs:-?} executions in ${secs:-$T} s, corpus $(ls "$B/corpus/$h" | wc -l) files, exit $r"
-  if [ $r -ne 0 ]; then rc=1; grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -5; fi
+  if [ $r -ne 0 ]; then rc=1 failed=$((failed + 1)); grep -E "ERROR|SUMMARY|Test unit written" "$log" | head -5
+  else passed=$((passed + 1)); fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $rc
