@@ -163,5 +163,26 @@ check "bench table" "$ETCH" bench "$P" -p 8 -n 2 -t 1 -r 1
 expect_error 2 "bad arguments" -- "$ETCH" bench "$P" -p abc
 expect_error 2 "expects an integer in 1..256" -- "$ETCH" run "$P" -p x -t 0
 
+# --- eval: perplexity, and divergence from a reference (the same program: none; bf16 weights: a little)
+STORY=$(dirname "$0")/data/story.txt
+P16=$WORK/stories-bf16.etch
+"$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$P16" --dtype bf16 2>/dev/null
+"$ETCH" eval "$P" --text "$STORY" --ctx 64 --ref "$P" --json >"$WORK/eval-self.json"
+"$ETCH" eval "$P16" --text "$STORY" --ctx 64 --ref "$P" --json >"$WORK/eval-bf16.json"
+for key in tokens perplexity ref_perplexity kl_mean kl_p99 top1_agreement; do
+  check "eval JSON has $key" "$JSONQ" "$WORK/eval-bf16.json" "$key"
+done
+check "eval: 310 tokens scored" test "$("$JSONQ" "$WORK/eval-self.json" tokens)" = 310
+check "eval against itself: KL 0, top-1 1" test "$("$JSONQ" "$WORK/eval-self.json" kl_mean)/$("$JSONQ" "$WORK/eval-self.json" top1_agreement)" = "0/1"
+check "eval against itself: the same perplexity" test "$("$JSONQ" "$WORK/eval-self.json" perplexity)" = "$("$JSONQ" "$WORK/eval-self.json" ref_perplexity)"
+check "eval: stories260K's perplexity on a story is low" awk -v p="$("$JSONQ" "$WORK/eval-self.json" perplexity)" 'BEGIN { exit !(p > 1 && p < 6) }'
+check "eval bf16: a small KL, most top-1 agree" awk -v k="$("$JSONQ" "$WORK/eval-bf16.json" kl_mean)" -v t="$("$JSONQ" "$WORK/eval-bf16.json" top1_agreement)" 'BEGIN { exit !(k > 0 && k < 0.01 && t > 0.95) }'
+check "eval table" "$ETCH" eval "$P" --text "$STORY" --ctx 64
+expect_error 2 "are required" -- "$ETCH" eval "$P"
+expect_error 2 "expects an integer in 2.." -- "$ETCH" eval "$P" --text "$STORY" --ctx 1
+expect_error 1 "nothing.txt: cannot open" -- "$ETCH" eval "$P" --text "$WORK/nothing.txt"
+expect_error 1 "fewer than one window" -- "$ETCH" eval "$P" --text <(printf 'Once upon a time') --ctx 64
+expect_error 1 "different vocabularies" -- "$ETCH" eval "$P" --text "$STORY" --ref "$WORK/q.etch"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

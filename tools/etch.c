@@ -17,6 +17,7 @@
 
 static const char *cmd_name = "etch";
 int cmd_bench(int argc, char **argv); /* tools/bench.c */
+int cmd_eval(int argc, char **argv);  /* tools/eval.c */
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die_usage(const char *fmt, ...) {
@@ -854,6 +855,7 @@ static const char main_help[] =
     "  tokenize   print the token ids of a text (or the text of ids)\n"
     "  synth      write a model with seeded random weights (Hugging Face folder or GGUF)\n"
     "  bench      measure prefill, decode, time to first token, against the machine's peaks\n"
+    "  eval       perplexity over a text, and divergence from a reference program (KL, top-1)\n"
     "  version    print the version\n";
 
 int main(int argc, char **argv) {
@@ -876,5 +878,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc - 1, argv + 1);
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
     return die_usage("unknown command '%s'", c);
 }

@@ -1,0 +1,224 @@
+/* etch eval: perplexity of a program over a text, and with --ref its divergence from a reference
+ * program's next-token distributions, in the manner of llama.cpp's `llama-perplexity
+ * --kl-divergence`. The text is tokenized once (BOS first when the program has one) and cut into
+ * windows of --ctx tokens; each window is prefilled in chunks of the program's max_seq_len with the
+ * logits of every position, and the second half of each window is scored (the first half is its
+ * context), as llama-perplexity scores. Both programs must share the tokenizer's vocabulary. */
+#define _POSIX_C_SOURCE 200809L
+#include "etch.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cmd_eval(int argc, char **argv);
+
+static const char eval_help[] =
+    "usage: etch eval PROGRAM.etch --text FILE [--ref REF.etch] [--ctx N] [-t N] [--json]\n"
+    "\n"
+    "Perplexity over the text, in windows of --ctx tokens (default 512, at most the context) prefilled\n"
+    "in batches, scoring the second half of each window. With --ref, the reference program runs on the\n"
+    "same windows and the report adds its perplexity, the mean and 99th percentile of the KL divergence\n"
+    "KL(reference || program) of the next-token distributions, and the fraction of positions where both\n"
+    "pick the same most likely token.\n"
+    "\n"
+    "  --text FILE    the text (UTF-8)\n"
+    "  --ref FILE     a reference program with the same vocabulary (for example the unquantized one)\n"
+    "  --ctx N        window length in tokens (2 or more)\n"
+    "  -t N           threads (default: the physical cores)\n"
+    "  --json         one JSON object: tokens, perplexity, and with --ref ref_perplexity, kl_mean, kl_p99,\n"
+    "                 top1_agreement\n"
+    "  -h, --help     this text\n";
+
+static int fail(const char *fmt, const char *a, const char *b) {
+    fprintf(stderr, "etch eval: ");
+    fprintf(stderr, fmt, a, b);
+    fputc('\n', stderr);
+    return 1;
+}
+
+/* log-softmax of logits[vocab] at index i, and the argmax. */
+static double log_prob(const float *l, int vocab, int i, int *argmax) {
+    int best = 0;
+    for (int v = 1; v < vocab; v++)
+        if (l[v] > l[best]) best = v;
+    double sum = 0;
+    for (int v = 0; v < vocab; v++) sum += exp((double)l[v] - l[best]);
+    *argmax = best;
+    return (double)l[i] - l[best] - log(sum);
+}
+
+/* KL(p || q) for logits lp (reference) and lq. */
+static double kl_div(const float *lp, const float *lq, int vocab) {
+    double mp = lp[0], mq = lq[0], sp = 0, sq = 0, kl = 0;
+    for (int v = 1; v < vocab; v++) mp = lp[v] > mp ? lp[v] : mp, mq = lq[v] > mq ? lq[v] : mq;
+    for (int v = 0; v < vocab; v++) sp += exp((double)lp[v] - mp), sq += exp((double)lq[v] - mq);
+    double lsp = log(sp), lsq = log(sq);
+    for (int v = 0; v < vocab; v++) {
+        double a = (double)lp[v] - mp - lsp, b = (double)lq[v] - mq - lsq;
+        kl += exp(a) * (a - b);
+    }
+    return kl > 0 ? kl : 0;
+}
+
+/* Logits of every position of ids[n] into out[n, vocab], in chunks of max_seq_len from position 0. */
+static int window_logits(etch_session *s, const etch_method_meta *m, const int32_t *ids, int n, float *out) {
+    for (int pos = 0; pos < n;) {
+        int c = n - pos < m->max_seq_len ? n - pos : m->max_seq_len;
+        if (etch_forward(s, ids + pos, c, pos, out + (size_t)pos * m->vocab_size, 1) != ETCH_OK) return 0;
+        pos += c;
+    }
+    return 1;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *path = NULL, *text_path = NULL, *ref_path = NULL;
+    int ctx = 512, threads = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char *end;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(eval_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if ((!strcmp(a, "--text") || !strcmp(a, "--ref") || !strcmp(a, "--ctx") || !strcmp(a, "-t"))) {
+            if (i + 1 >= argc) return fprintf(stderr, "etch eval: %s needs a value\n", a), 2;
+            const char *v = argv[++i];
+            if (!strcmp(a, "--text")) text_path = v;
+            else if (!strcmp(a, "--ref")) ref_path = v;
+            else {
+                long x = strtol(v, &end, 10);
+                if (*end || end == v || x < (!strcmp(a, "-t") ? 1 : 2) || x > (1 << 20))
+                    return fprintf(stderr, "etch eval: %s expects an integer in %d..%d, got '%s'\n", a,
+                                   !strcmp(a, "-t") ? 1 : 2, 1 << 20, v), 2;
+                if (!strcmp(a, "-t")) threads = (int)x;
+                else ctx = (int)x;
+            }
+        } else if (a[0] == '-') {
+            return fprintf(stderr, "etch eval: unknown option '%s' (see 'etch eval --help')\n", a), 2;
+        } else if (!path) {
+            path = a;
+        } else {
+            return fprintf(stderr, "etch eval: one program only ('%s' is extra)\n", a), 2;
+        }
+    }
+    if (!path || !text_path) return fprintf(stderr, "etch eval: PROGRAM.etch and --text FILE are required\n"), 2;
+
+    etch_error err;
+    etch_program *p = NULL, *r = NULL;
+    etch_session *s = NULL, *rs = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL, n_ids = 0;
+    float *lg = NULL, *lr = NULL;
+    double *kls = NULL;
+    int rc = 1;
+    FILE *f = fopen(text_path, "rb");
+    if (!f) return fail("%s: cannot open%s", text_path, "");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    text = malloc(size > 0 ? (size_t)size + 1 : 1);
+    size_t got = text && size > 0 ? fread(text, 1, (size_t)size, f) : 0;
+    fclose(f);
+    if (!text) return fail("out of memory%s%s", "", "");
+    if (etch_program_open(path, &p, &err) != ETCH_OK) {
+        rc = fail("%s%s", err.message, "");
+        goto done;
+    }
+    if (ref_path && etch_program_open(ref_path, &r, &err) != ETCH_OK) {
+        rc = fail("%s%s", err.message, "");
+        goto done;
+    }
+    const etch_method_meta *m = etch_program_meta(p);
+    if (r && etch_program_meta(r)->vocab_size != m->vocab_size) {
+        rc = fail("%s and %s have different vocabularies", path, ref_path);
+        goto done;
+    }
+    if (ctx > m->max_context_len) ctx = m->max_context_len;
+    if (r && ctx > etch_program_meta(r)->max_context_len) ctx = etch_program_meta(r)->max_context_len;
+    if (etch_tokenize(p, text, got, 1, &ids, &n_ids, &err) != ETCH_OK) {
+        rc = fail("%s: %s", text_path, err.message);
+        goto done;
+    }
+    int n_windows = n_ids / ctx, first = ctx / 2, scored_per = ctx - 1 - first;
+    if (n_windows < 1) {
+        fprintf(stderr, "etch eval: %s: %d tokens, fewer than one window of %d\n", text_path, n_ids, ctx);
+        goto done;
+    }
+    if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK ||
+        (r && etch_session_new_threads(r, threads, &rs, &err) != ETCH_OK)) {
+        rc = fail("%s%s", err.message, "");
+        goto done;
+    }
+    size_t vocab = (size_t)m->vocab_size;
+    lg = malloc((size_t)ctx * vocab * sizeof *lg);
+    lr = r ? malloc((size_t)ctx * vocab * sizeof *lr) : NULL;
+    kls = r ? malloc((size_t)n_windows * scored_per * sizeof *kls) : NULL;
+    if (!lg || (r && (!lr || !kls))) {
+        rc = fail("out of memory%s%s", "", "");
+        goto done;
+    }
+    double nll = 0, ref_nll = 0;
+    long scored = 0, agree = 0;
+    int tty = isatty(2);
+    for (int w = 0; w < n_windows; w++) {
+        const int32_t *win = ids + (size_t)w * ctx;
+        if (!window_logits(s, m, win, ctx, lg)) {
+            rc = fail("%s%s", etch_session_error(s), "");
+            goto done;
+        }
+        if (r && !window_logits(rs, etch_program_meta(r), win, ctx, lr)) {
+            rc = fail("%s%s", etch_session_error(rs), "");
+            goto done;
+        }
+        for (int i = first; i < ctx - 1; i++) {
+            int top, rtop;
+            nll -= log_prob(lg + (size_t)i * vocab, (int)vocab, win[i + 1], &top);
+            if (r) {
+                ref_nll -= log_prob(lr + (size_t)i * vocab, (int)vocab, win[i + 1], &rtop);
+                kls[scored] = kl_div(lr + (size_t)i * vocab, lg + (size_t)i * vocab, (int)vocab);
+                agree += top == rtop;
+            }
+            scored++;
+        }
+        if (tty) fprintf(stderr, "\reval: window %d/%d, perplexity %.4f ", w + 1, n_windows, exp(nll / (double)scored));
+    }
+    if (tty) fputc('\n', stderr);
+    double ppl = exp(nll / (double)scored);
+    if (r) {
+        double kl_mean = 0;
+        for (long i = 0; i < scored; i++) kl_mean += kls[i];
+        kl_mean /= (double)scored;
+        qsort(kls, (size_t)scored, sizeof *kls, cmp_double);
+        double kl_p99 = kls[(size_t)((double)(scored - 1) * 0.99)];
+        double ref_ppl = exp(ref_nll / (double)scored), top1 = (double)agree / (double)scored;
+        if (json)
+            printf("{\"tokens\": %ld, \"windows\": %d, \"ctx\": %d, \"perplexity\": %.6f, \"ref_perplexity\": %.6f, "
+                   "\"kl_mean\": %.6g, \"kl_p99\": %.6g, \"top1_agreement\": %.6f}\n",
+                   scored, n_windows, ctx, ppl, ref_ppl, kl_mean, kl_p99, top1);
+        else
+            printf("%s on %s: %ld tokens scored in %d windows of %d\n  perplexity %.4f (reference %.4f)\n"
+                   "  KL(reference || program): mean %.6g, 99th percentile %.6g\n  top-1 agreement %.2f%%\n",
+                   path, text_path, scored, n_windows, ctx, ppl, ref_ppl, kl_mean, kl_p99, 100 * top1);
+    } else if (json) {
+        printf("{\"tokens\": %ld, \"windows\": %d, \"ctx\": %d, \"perplexity\": %.6f}\n", scored, n_windows, ctx, ppl);
+    } else {
+        printf("%s on %s: %ld tokens scored in %d windows of %d\n  perplexity %.4f\n", path, text_path, scored,
+               n_windows, ctx, ppl);
+    }
+    rc = 0;
+done:
+    free(text), free(lg), free(lr), free(kls);
+    etch_free(ids);
+    etch_session_free(s), etch_session_free(rs);
+    etch_program_close(p), etch_program_close(r);
+    return rc;
+}
