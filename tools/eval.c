@@ -8,6 +8,7 @@
 #include "etch.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +33,13 @@ static const char eval_help[] =
     "                 top1_agreement\n"
     "  -h, --help     this text\n";
 
-static int fail(const char *fmt, const char *a, const char *b) {
-    fprintf(stderr, "etch eval: ");
-    fprintf(stderr, fmt, a, b);
+/* One line on stderr; returns the exit code 1. */
+__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("etch eval: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputc('\n', stderr);
     return 1;
 }
@@ -121,20 +126,20 @@ int cmd_eval(int argc, char **argv) {
     double *kls = NULL;
     int rc = 1;
     FILE *f = fopen(text_path, "rb");
-    if (!f) return fail("%s: cannot open%s", text_path, "");
+    if (!f) return fail("%s: cannot open", text_path);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);
     text = malloc(size > 0 ? (size_t)size + 1 : 1);
     size_t got = text && size > 0 ? fread(text, 1, (size_t)size, f) : 0;
     fclose(f);
-    if (!text) return fail("out of memory%s%s", "", "");
+    if (!text) return fail("out of memory");
     if (etch_program_open(path, &p, &err) != ETCH_OK) {
-        rc = fail("%s%s", err.message, "");
+        rc = fail("%s", err.message);
         goto done;
     }
     if (ref_path && etch_program_open(ref_path, &r, &err) != ETCH_OK) {
-        rc = fail("%s%s", err.message, "");
+        rc = fail("%s", err.message);
         goto done;
     }
     const etch_method_meta *m = etch_program_meta(p);
@@ -155,7 +160,7 @@ int cmd_eval(int argc, char **argv) {
     }
     if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK ||
         (r && etch_session_new_threads(r, threads, &rs, &err) != ETCH_OK)) {
-        rc = fail("%s%s", err.message, "");
+        rc = fail("%s", err.message);
         goto done;
     }
     size_t vocab = (size_t)m->vocab_size;
@@ -163,7 +168,7 @@ int cmd_eval(int argc, char **argv) {
     lr = r ? malloc((size_t)ctx * vocab * sizeof *lr) : NULL;
     kls = r ? malloc((size_t)n_windows * scored_per * sizeof *kls) : NULL;
     if (!lg || (r && (!lr || !kls))) {
-        rc = fail("out of memory%s%s", "", "");
+        rc = fail("out of memory");
         goto done;
     }
     double nll = 0, ref_nll = 0;
@@ -172,11 +177,11 @@ int cmd_eval(int argc, char **argv) {
     for (int w = 0; w < n_windows; w++) {
         const int32_t *win = ids + (size_t)w * ctx;
         if (!window_logits(s, m, win, ctx, lg)) {
-            rc = fail("%s%s", etch_session_error(s), "");
+            rc = fail("%s", etch_session_error(s));
             goto done;
         }
         if (r && !window_logits(rs, etch_program_meta(r), win, ctx, lr)) {
-            rc = fail("%s%s", etch_session_error(rs), "");
+            rc = fail("%s", etch_session_error(rs));
             goto done;
         }
         for (int i = first; i < ctx - 1; i++) {

@@ -20,14 +20,17 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
     s->kv_off = base_malloc((size_t)c->n_layers * sizeof *s->kv_off);
     if (!s->kv_off) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the cache table");
-    size_t cache_rows = 0;
-    for (int l = 0; l < c->n_layers; l++) s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
+    size_t cache_rows = 0, tmp_rows = 0; /* scratch for a chunk that wraps a ring: only with rings */
+    for (int l = 0; l < c->n_layers; l++) {
+        s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
+        if (c->kv_rows[l] < c->max_context_len) tmp_rows = rows;
+    }
     struct { float **p; size_t n; } plan[] = {
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
         {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
-        {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
+        {&s->k_tmp, tmp_rows * kv_dim},  {&s->v_tmp, tmp_rows * kv_dim},
         {&s->k_cache, cache_rows * kv_dim}, {&s->v_cache, cache_rows * kv_dim},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {

@@ -70,7 +70,7 @@ typedef struct model_state {
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
     float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
-    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: k and v of a chunk that wraps around a ring */
+    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim] when a layer keeps a ring (a chunk that wraps it), else unused */
     int n_threads;
     float *k_cache;  /* [sum over layers of kv_rows[l], kv_dim]: layer l's rows start at kv_off[l] */
     float *v_cache;  /* same shape */
