@@ -24,8 +24,15 @@ static double max_err(const float *a, const float *b, size_t n) {
     return e;
 }
 
-/* A packed matrix of each type from the same f32 values [d, k] rounded to that type. */
-static void make_weights(void *w, const float *src, int d, int k, int wtype) {
+/* A packed matrix of each type from the same f32 values [d, k] rounded (or quantized with groups
+ * of `group`) to that type. w holds 4 bytes per packed element, sc one float per packed element. */
+static kern_mat make_weights(void *w, float *sc, const float *src, int d, int k, int wtype, int group) {
+    kern_mat m = {w, NULL, wtype, 0};
+    if (wtype == KERN_Q8 || wtype == KERN_Q4) {
+        m.scales = sc;
+        m.group = kern_quantize(w, sc, wtype, src, d, k, group);
+        return m;
+    }
     memset(w, 0, (size_t)kern_packed_rows(d) * (size_t)k * kern_wsize(wtype));
     for (int o = 0; o < d; o++)
         for (int kk = 0; kk < k; kk++) {
@@ -35,26 +42,29 @@ static void make_weights(void *w, const float *src, int d, int k, int wtype) {
             else if (wtype == KERN_F16) ((uint16_t *)w)[i] = kern_f32_to_f16(f);
             else ((uint16_t *)w)[i] = kern_f32_to_bf16(f);
         }
+    return m;
 }
 
 static void test_matmul(const char *variant, int exact) {
-    static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172};
+    static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172, 300, 520};
     static const int ds[] = {1, 5, 16, 17, 33, 64, 80, 130};
-    static const char *names[] = {"f32", "f16", "bf16"};
-    float *x = malloc(17 * 172 * sizeof *x), *wf = malloc(130 * 172 * sizeof *wf);
-    void *w = malloc(144 * 172 * sizeof(float));
+    static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
+    static const int groups[] = {32, 5, 1 << 20}; /* GGUF's 32, one that divides nothing, one per row */
+    float *x = malloc(17 * 520 * sizeof *x), *wf = malloc(130 * 520 * sizeof *wf), *sc = malloc(144 * 520 * sizeof *sc);
+    void *w = malloc(144 * 520 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     int mismatched = 0;
-    for (int wt = 0; wt < 3; wt++)
+    for (int wt = 0; wt < 5; wt++)
         for (int n = 1; n <= 17; n++)
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t di = 0; di < sizeof ds / sizeof *ds; di++) {
-                    int k = ks[ki], d = ds[di];
+                    int k = ks[ki], d = ds[di], group = groups[(n + ki + di) % 3];
+                    if (k > 172 && n % 4 != 1) continue; /* long rows (several widening blocks): fewer shapes */
                     fill(x, (size_t)n * k);
                     fill(wf, (size_t)d * k);
-                    make_weights(w, wf, d, k, wt);
-                    kern_matmul(y, d, x, w, wt, n, d, k, 0, d);
-                    kern_matmul_ref(r, d, x, w, wt, n, d, k, 0, d);
+                    kern_mat m = make_weights(w, sc, wf, d, k, wt, group);
+                    kern_matmul(y, d, x, &m, n, d, k, 0, d);
+                    kern_matmul_ref(r, d, x, &m, n, d, k, 0, d);
                     double e = max_err(y, r, (size_t)n * d);
                     if (exact) {
                         if (memcmp(y, r, (size_t)n * d * sizeof *y) != 0 && mismatched++ < 3)
@@ -65,20 +75,56 @@ static void test_matmul(const char *variant, int exact) {
                     /* A row's result must not depend on the other rows of the call (bit for bit):
                      * this is what makes batched and sequential prefill agree. */
                     int row = n - 1;
-                    kern_matmul(one, d, x + (size_t)row * k, w, wt, 1, d, k, 0, d);
+                    kern_matmul(one, d, x + (size_t)row * k, &m, 1, d, k, 0, d);
                     CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0,
                           "%s %s matmul n=%d d=%d k=%d: row %d differs when computed alone", variant, names[wt], n, d, k, row);
                     /* Output ranges (as threads split them) give the same values. */
                     if (d > 16) {
                         memset(one, 0, (size_t)d * sizeof *one);
-                        kern_matmul(one, d, x + (size_t)row * k, w, wt, 1, d, k, 16, d);
-                        kern_matmul(one, d, x + (size_t)row * k, w, wt, 1, d, k, 0, 16);
+                        kern_matmul(one, d, x + (size_t)row * k, &m, 1, d, k, 16, d);
+                        kern_matmul(one, d, x + (size_t)row * k, &m, 1, d, k, 0, 16);
                         CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0, "%s ranges n=%d d=%d k=%d",
                               names[wt], n, d, k);
                     }
                 }
     CHECK(mismatched == 0, "%s: %d shapes differ from the twin", variant, mismatched);
-    free(x), free(wf), free(w), free(y), free(r), free(one);
+    free(x), free(wf), free(w), free(sc), free(y), free(r), free(one);
+}
+
+/* Quantize, then read back: every weight within half a step of its group's scale (plus the clamp
+ * of Q4's one-sided range), the largest magnitude exact up to rounding, stored values in range. */
+static void test_quantize_roundtrip(void) {
+    enum { D = 37, K = 100 };
+    static float src[D * K], sc[48 * K];
+    static uint8_t q[48 * K];
+    fill(src, D * K);
+    for (int i = 0; i < K; i++) src[3 * K + i] = 0.0f; /* an all-zero row: scale 0, values 0 */
+    src[5 * K + 7] = 40.0f;                            /* an outlier in one group */
+    for (int type = KERN_Q8; type <= KERN_Q4; type++)
+        for (int gi = 0; gi < 3; gi++) {
+            int want = (int[]){32, 7, K}[gi];
+            int group = kern_quantize(q, sc, type, src, D, K, want), n_groups = kern_q_groups(K, group);
+            CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
+                  "group %d for %d: %d groups", group, want, n_groups);
+            kern_mat m = {q, sc, type, group};
+            double worst = 0;
+            int bad = 0;
+            for (int o = 0; o < D; o++)
+                for (int kk = 0; kk < K; kk++) {
+                    float s = fabsf(sc[kern_packed_index(o, kk / group, n_groups)]);
+                    double e = fabs((double)kern_mat_at(&m, o, kk, K) - src[o * K + kk]);
+                    /* half a step; Q4 clamps +8 steps to +7: one more step at the positive end */
+                    double bound = (type == KERN_Q8 ? 0.5 : 1.0) * s * (1 + 1e-6) + 1e-12;
+                    if (e > bound) bad++;
+                    if (s > 0 && e / s > worst) worst = e / s;
+                }
+            CHECK(bad == 0, "%s group %d: %d weights off by more than their bound (worst %.3f steps)",
+                  type == KERN_Q8 ? "q8" : "q4", group, bad, worst);
+            CHECK(kern_mat_at(&m, 5, 7, K) == 40.0f || fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) < 1e-5f,
+                  "the outlier survives exactly: %g", kern_mat_at(&m, 5, 7, K));
+            for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 3, kk, K) == 0.0f, "zero row stays zero");
+            for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 40, kk, K) == 0.0f, "padding rows are zero");
+        }
 }
 
 static void test_conversions(void) {
@@ -249,6 +295,7 @@ static void test_small(void) {
 int main(void) {
     const char *v = kern_init();
     printf("kernels: %s\n", v);
+    test_quantize_roundtrip();
     test_matmul(v, !strcmp(v, "avx2")); /* with FMA hardware: equal to the fmaf twin bit for bit */
     kern_force_portable(1);
     test_matmul("portable", 0);

@@ -27,16 +27,27 @@ const char *fmt_dtype_name(uint32_t dtype) {
     case FMT_DT_F32: return "f32";
     case FMT_DT_F16: return "f16";
     case FMT_DT_BF16: return "bf16";
+    case FMT_DT_Q8: return "q8";
+    case FMT_DT_Q4: return "q4";
     }
     return "unknown";
 }
 
-uint32_t fmt_dtype_size(uint32_t dtype) {
+uint32_t fmt_dtype_bits(uint32_t dtype) {
     switch (dtype) {
-    case FMT_DT_F32: return 4;
-    case FMT_DT_F16: case FMT_DT_BF16: return 2;
+    case FMT_DT_F32: return 32;
+    case FMT_DT_F16: case FMT_DT_BF16: return 16;
+    case FMT_DT_Q8: return 8;
+    case FMT_DT_Q4: return 4;
     }
     return 0;
+}
+
+int fmt_tensor_bytes(uint32_t dtype, uint64_t count, uint64_t *nbytes) {
+    uint32_t bits = fmt_dtype_bits(dtype);
+    if (bits == 0 || (bits == 4 && count % 2)) return 0;
+    if (bits == 4) return (*nbytes = count / 2), 1;
+    return base_mul_u64(count, bits / 8, nbytes);
 }
 
 static uint32_t meta_elem_size(uint32_t type) {
@@ -153,8 +164,7 @@ static etch_status parse_dir(fmt_file *f, cursor *c, uint32_t n_tensors) {
             (st = cur_align(c, 4, "entry")) || (st = cur_u32(c, &t->dtype, "dtype")) ||
             (st = cur_u32(c, &t->ndim, "ndim")) || (st = cur_align(c, 8, "dims")))
             return st;
-        uint32_t es = fmt_dtype_size(t->dtype);
-        if (es == 0)
+        if (fmt_dtype_bits(t->dtype) == 0)
             return base_fail(c->err, ETCH_ERR_UNSUPPORTED, "%s: tensor '%s' has unknown dtype %u",
                              c->path, t->name, t->dtype);
         if (t->ndim < 1 || t->ndim > FMT_MAX_DIMS)
@@ -169,7 +179,7 @@ static etch_status parse_dir(fmt_file *f, cursor *c, uint32_t n_tensors) {
         }
         if ((st = cur_u64(c, &rel, "offset")) || (st = cur_u64(c, &t->nbytes, "nbytes"))) return st;
         uint64_t want, end;
-        if (!base_mul_u64(count, es, &want) || want != t->nbytes)
+        if (!fmt_tensor_bytes(t->dtype, count, &want) || want != t->nbytes)
             return base_fail(c->err, ETCH_ERR_FORMAT,
                              "%s: tensor '%s': size %llu bytes disagrees with its shape and dtype",
                              c->path, t->name, (unsigned long long)t->nbytes);
@@ -392,10 +402,10 @@ void fmt_put_bytes(fmt_writer *w, const char *key, const void *v, uint32_t n) { 
 void fmt_add_tensor(fmt_writer *w, const char *name, uint32_t dtype, uint32_t ndim, const uint64_t *dims,
                     const void *data) {
     if (w->failed) return;
-    uint64_t nbytes = fmt_dtype_size(dtype);
-    for (uint32_t d = 0; d < ndim; d++)
-        if (!base_mul_u64(nbytes, dims[d], &nbytes)) nbytes = 0;
-    if (ndim < 1 || ndim > FMT_MAX_DIMS || nbytes == 0) {
+    uint64_t count = 1, nbytes = 0;
+    for (uint32_t d = 0; d < ndim && d < FMT_MAX_DIMS; d++)
+        if (!base_mul_u64(count, dims[d], &count)) count = 0;
+    if (ndim < 1 || ndim > FMT_MAX_DIMS || count == 0 || !fmt_tensor_bytes(dtype, count, &nbytes)) {
         w->failed = 1;
         snprintf(w->why, sizeof w->why, "tensor '%s' has an invalid shape or dtype", name);
         return;

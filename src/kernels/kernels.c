@@ -73,36 +73,83 @@ static inline float wload(const void *w, int wtype, size_t i) {
     return wtype == KERN_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
 }
 
-void kern_packed_row(float *dst, const void *w, int wtype, int row, int k) {
-    for (int kk = 0; kk < k; kk++) dst[kk] = wload(w, wtype, kern_packed_index(row, kk, k));
+/* The stored value (o, kk) of a quantized matrix: int8, or the nibble less 8. */
+static inline int qvalue(const kern_mat *m, int o, int kk, int k) {
+    size_t i = kern_packed_index(o, kk, k);
+    if (m->type == KERN_Q8) return ((const int8_t *)m->w)[i];
+    int j = o % KERN_PANEL;
+    uint8_t b = ((const uint8_t *)m->w)[(i - (size_t)j) / 2 + (size_t)(j & 7)];
+    return (j < 8 ? b & 0x0F : b >> 4) - 8;
+}
+
+float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
+    if (m->type == KERN_Q8 || m->type == KERN_Q4) {
+        int n_groups = kern_q_groups(k, m->group);
+        return (float)qvalue(m, o, kk, k) * m->scales[kern_packed_index(o, kk / m->group, n_groups)];
+    }
+    return wload(m->w, m->type, kern_packed_index(o, kk, k));
+}
+
+void kern_packed_row(float *dst, const kern_mat *m, int row, int k) {
+    for (int kk = 0; kk < k; kk++) dst[kk] = kern_mat_at(m, row, kk, k);
+}
+
+int kern_quantize(void *q, float *scales, int type, const float *src, int d, int k, int group) {
+    int n_groups = kern_q_groups(k, group), rows = kern_packed_rows(d);
+    group = kern_q_group_of(k, n_groups);
+    memset(q, 0, type == KERN_Q8 ? (size_t)rows * k : (size_t)rows * k / 2);
+    memset(scales, 0, (size_t)rows * n_groups * sizeof *scales);
+    if (type == KERN_Q4) /* zero is stored as 8 */
+        for (int o = d; o < rows; o++)
+            for (int kk = 0; kk < k; kk++) kern_q4_put(q, o, kk, k, 0);
+    for (int o = 0; o < d; o++)
+        for (int g = 0; g < n_groups; g++) {
+            const float *x = src + (size_t)o * k;
+            int b = g * group, e = b + group < k ? b + group : k;
+            float amax = 0.0f, vmax = 0.0f; /* largest magnitude, and the value that has it */
+            for (int kk = b; kk < e; kk++)
+                if (fabsf(x[kk]) > amax) amax = fabsf(x[kk]), vmax = x[kk];
+            float s = type == KERN_Q8 ? amax / 127.0f : vmax / -8.0f, inv = s != 0.0f ? 1.0f / s : 0.0f;
+            scales[kern_packed_index(o, g, n_groups)] = s;
+            for (int kk = b; kk < e; kk++) {
+                float v = roundf(x[kk] * inv);
+                if (type == KERN_Q8) {
+                    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+                    ((int8_t *)q)[kern_packed_index(o, kk, k)] = (int8_t)v;
+                } else {
+                    v = v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
+                    kern_q4_put(q, o, kk, k, (int)v);
+                }
+            }
+        }
+    return group;
 }
 
 /* ------------------------------------------------------------------ matmul */
 
-void kern_matmul_ref(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end) {
     (void)d;
     for (int r = 0; r < n; r++)
         for (int o = o_begin; o < o_end; o++) {
             float acc = 0.0f;
-            for (int kk = 0; kk < k; kk++) acc = fmaf(x[(size_t)r * k + kk], wload(w, wtype, kern_packed_index(o, kk, k)), acc);
+            for (int kk = 0; kk < k; kk++) acc = fmaf(x[(size_t)r * k + kk], kern_mat_at(w, o, kk, k), acc);
             y[(size_t)r * ldy + o] = acc;
         }
 }
 
 /* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel, 16 outputs at
  * a time, with separate multiply and add; it agrees with the twin to rounding, not bit for bit. */
-static void matmul_portable(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k,
+static void matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k,
                             int o_begin, int o_end) {
     (void)d;
     for (int p0 = o_begin; p0 < o_end; p0 += KERN_PANEL) {
         int cols = o_end - p0 < KERN_PANEL ? o_end - p0 : KERN_PANEL;
-        size_t base = (size_t)(p0 / KERN_PANEL) * (size_t)k * KERN_PANEL;
         for (int r = 0; r < n; r++) {
             float acc[KERN_PANEL] = {0};
             const float *xr = x + (size_t)r * k;
             for (int kk = 0; kk < k; kk++)
-                for (int j = 0; j < KERN_PANEL; j++) acc[j] += xr[kk] * wload(w, wtype, base + (size_t)kk * KERN_PANEL + (size_t)j);
+                for (int j = 0; j < KERN_PANEL; j++) acc[j] += xr[kk] * kern_mat_at(w, p0 + j, kk, k);
             for (int j = 0; j < cols; j++) y[(size_t)r * ldy + p0 + j] = acc[j];
         }
     }
@@ -136,25 +183,50 @@ AVX2 static INLINE void store_cols(float *y, __m256 a, __m256 b, int cols) {
     memcpy(y, t, (size_t)cols * sizeof *t);
 }
 
+AVX2 static INLINE __m256 load_cols(const float *y, int cols) {
+    if (cols >= 8) return _mm256_loadu_ps(y);
+    float t[8] = {0};
+    memcpy(t, y, (size_t)cols * sizeof *t);
+    return _mm256_loadu_ps(t);
+}
+
 /* One template, three weight types:
  *   tile:  R rows (1..6) x one panel (16 outputs): 2R accumulators; per kk two weight loads,
- *          R broadcasts, 2R FMAs. Prefill.
+ *          R broadcasts, 2R FMAs. Prefill. x has row stride ldx; with acc the chains continue
+ *          from the values in y (a later block of kk: the same chain as one pass).
  *   gemv4: one row x four panels (64 outputs): 8 accumulators, so eight independent FMA chains
  *          hide the latency while the weights stream from memory. Decode. */
 #define DEFINE_MATMUL(T)                                                                               \
-    AVX2 static INLINE void tile_##T(float *y, int ldy, const float *x, int k, const void *w, size_t off, int R, \
-                                     int cols) {                                                       \
+    AVX2 static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off, \
+                                     int R, int cols, int acc) {                                       \
         __m256 a0[6], a1[6];                                                                           \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();       \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                          \
+            a0[r] = acc ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();                  \
+            a1[r] = acc && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps(); \
+        }                                                                                              \
         for (int kk = 0; kk < k; kk++) {                                                               \
             __m256 w0 = load8_##T(w, off + (size_t)kk * 16), w1 = load8_##T(w, off + (size_t)kk * 16 + 8); \
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                      \
-                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * k + kk);                               \
+                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + kk);                             \
                 a0[r] = _mm256_fmadd_ps(xb, w0, a0[r]);                                                \
                 a1[r] = _mm256_fmadd_ps(xb, w1, a1[r]);                                                \
             }                                                                                          \
         }                                                                                              \
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols); \
+    }                                                                                                  \
+    /* All n rows of x against one panel (or a block of it), six rows at a time. */                   \
+    AVX2 static void tiles_##T(float *y, int ldy, const float *x, int ldx, int n, int k, const void *w, size_t off, \
+                               int cols, int acc) {                                                    \
+        int r = 0;                                                                                     \
+        for (; r + 6 <= n; r += 6) tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, 6, cols, acc); \
+        y += (size_t)r * ldy, x += (size_t)r * ldx;                                                    \
+        switch (n - r) { /* the tail, with the row count known to the compiler */                     \
+        case 5: tile_##T(y, ldy, x, ldx, k, w, off, 5, cols, acc); break;                              \
+        case 4: tile_##T(y, ldy, x, ldx, k, w, off, 4, cols, acc); break;                              \
+        case 3: tile_##T(y, ldy, x, ldx, k, w, off, 3, cols, acc); break;                              \
+        case 2: tile_##T(y, ldy, x, ldx, k, w, off, 2, cols, acc); break;                              \
+        case 1: tile_##T(y, ldy, x, ldx, k, w, off, 1, cols, acc); break;                              \
+        }                                                                                              \
     }                                                                                                  \
     AVX2 static void gemv4_##T(float *y, const float *x, int k, const void *w, size_t off, size_t stride) { \
         __m256 a[8];                                                                                   \
@@ -172,8 +244,10 @@ AVX2 static INLINE void store_cols(float *y, __m256 a, __m256 b, int cols) {
         }                                                                                              \
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, a[2 * p], a[2 * p + 1], KERN_PANEL); \
     }                                                                                                  \
-    AVX2 static void matmul_##T(float *y, int ldy, const float *x, const void *w, int n, int d, int k, int ob, int oe) { \
+    AVX2 static void matmul_##T(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, \
+                                int oe) {                                                              \
         (void)d;                                                                                       \
+        const void *w = m->w;                                                                          \
         size_t stride = (size_t)k * KERN_PANEL; /* one panel */                                        \
         int p0 = ob;                                                                                   \
         if (n == 1)                                                                                    \
@@ -181,26 +255,103 @@ AVX2 static INLINE void store_cols(float *y, __m256 a, __m256 b, int cols) {
                 gemv4_##T(y + p0, x, k, w, (size_t)(p0 / KERN_PANEL) * stride, stride);                \
         for (; p0 < oe; p0 += KERN_PANEL) {                                                            \
             int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL;                                    \
-            size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                           \
-            int r = 0;                                                                                 \
-            for (; r + 6 <= n; r += 6) tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 6, cols); \
-            switch (n - r) { /* the tail, with the row count known to the compiler */                 \
-            case 5: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 5, cols); break; \
-            case 4: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 4, cols); break; \
-            case 3: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 3, cols); break; \
-            case 2: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 2, cols); break; \
-            case 1: tile_##T(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, w, off, 1, cols); break; \
-            }                                                                                          \
+            tiles_##T(y + p0, ldy, x, k, n, k, w, (size_t)(p0 / KERN_PANEL) * stride, cols, 0);        \
         }                                                                                              \
     }
 
 DEFINE_MATMUL(f32)
 DEFINE_MATMUL(f16)
 DEFINE_MATMUL(bf16)
+
+/* Quantized matrices. A step (one kk of one panel) widens 16 stored values to f32 and multiplies
+ * them by their rows' scales: the same product, rounded once, as kern_mat_at. */
+AVX2 static INLINE void q8_step(const int8_t *q, const float *sc, __m256 *w0, __m256 *w1) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    *w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_loadu_ps(sc));
+    *w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(sc + 8));
+}
+AVX2 static INLINE void q4_step(const uint8_t *q, const float *sc, __m256 *w0, __m256 *w1) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), eight = _mm256_set1_epi32(8);
+    __m256i lo = _mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), eight);
+    __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight);
+    *w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_loadu_ps(sc));
+    *w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), _mm256_loadu_ps(sc + 8));
+}
+
+/* Bytes of one step's values, and the matrix's layout around a panel. */
+typedef struct qmat {
+    const uint8_t *q;
+    const float *sc;
+    int k, n_groups, group;
+    size_t step_bytes;
+} qmat;
+
+AVX2 static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0, __m256 *w1) {
+    const uint8_t *q = m->q + ((size_t)panel * m->k + kk) * m->step_bytes;
+    const float *sc = m->sc + ((size_t)panel * m->n_groups + (size_t)(kk / m->group)) * KERN_PANEL;
+    if (type == KERN_Q8) q8_step((const int8_t *)q, sc, w0, w1);
+    else q4_step(q, sc, w0, w1);
+}
+
+/* One row x four panels, widening in registers (decode). */
+AVX2 static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, int panel) {
+    __m256 a[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    size_t pstride = (size_t)m->k * m->step_bytes;
+    for (int kk = 0; kk < m->k; kk++) {
+        __m256 xb = _mm256_broadcast_ss(x + kk);
+        if (!(kk & 3))
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + ((size_t)kk * m->step_bytes) + 768,
+                             _MM_HINT_T0);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            __m256 w0, w1;
+            q_step(type, m, panel + p, kk, &w0, &w1);
+            a[2 * p] = _mm256_fmadd_ps(xb, w0, a[2 * p]);
+            a[2 * p + 1] = _mm256_fmadd_ps(xb, w1, a[2 * p + 1]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, a[2 * p], a[2 * p + 1], KERN_PANEL);
+}
+
+/* Steps of a panel widened at a time for several rows: 16 KiB of f32 on the stack. */
+#define Q_BLOCK 256
+
+AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const kern_mat *km, int n, int k,
+                                 int ob, int oe) {
+    int n_groups = kern_q_groups(k, km->group);
+    qmat m = {km->w, km->scales, k, n_groups, km->group, type == KERN_Q8 ? 16 : 8};
+    int p0 = ob;
+    if (n == 1)
+        for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL) q_gemv4(type, y + p0, x, &m, p0 / KERN_PANEL);
+    float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32)));
+    for (; p0 < oe; p0 += KERN_PANEL) {
+        int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL;
+        for (int kb = 0; kb < k; kb += Q_BLOCK) {
+            int len = k - kb < Q_BLOCK ? k - kb : Q_BLOCK;
+            for (int kk = 0; kk < len; kk++) {
+                __m256 w0, w1;
+                q_step(type, &m, p0 / KERN_PANEL, kb + kk, &w0, &w1);
+                _mm256_store_ps(blk + kk * KERN_PANEL, w0);
+                _mm256_store_ps(blk + kk * KERN_PANEL + 8, w1);
+            }
+            tiles_f32(y + p0, ldy, x + kb, k, n, len, blk, 0, cols, kb > 0);
+        }
+    }
+}
+
+AVX2 static void matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_q(KERN_Q8, y, ldy, x, m, n, k, ob, oe);
+}
+AVX2 static void matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_q(KERN_Q4, y, ldy, x, m, n, k, ob, oe);
+}
 #endif
 
-typedef void (*matmul_fn)(float *, int, const float *, const void *, int, int, int, int, int);
-static matmul_fn matmul_impl[3];
+typedef void (*matmul_fn)(float *, int, const float *, const kern_mat *, int, int, int, int, int);
+static matmul_fn matmul_impl[5];
 static int use_portable = 1, force_portable = 0;
 
 #ifdef KERN_X86
@@ -226,6 +377,8 @@ const char *kern_init(void) {
         matmul_impl[KERN_F32] = matmul_f32;
         matmul_impl[KERN_F16] = matmul_f16;
         matmul_impl[KERN_BF16] = matmul_bf16;
+        matmul_impl[KERN_Q8] = matmul_q8;
+        matmul_impl[KERN_Q4] = matmul_q4;
         use_portable = 0;
         return "avx2";
     }
@@ -239,10 +392,9 @@ void kern_force_portable(int on) {
     kern_init();
 }
 
-void kern_matmul(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
-                 int o_end) {
-    if (use_portable) matmul_portable(y, ldy, x, w, wtype, n, d, k, o_begin, o_end);
-    else matmul_impl[wtype](y, ldy, x, w, n, d, k, o_begin, o_end);
+void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
+    if (use_portable) matmul_portable(y, ldy, x, w, n, d, k, o_begin, o_end);
+    else matmul_impl[w->type](y, ldy, x, w, n, d, k, o_begin, o_end);
 }
 
 /* ------------------------------------------------------------------ the rest */

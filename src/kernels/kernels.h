@@ -10,9 +10,10 @@
  * caller computes the same choice). Returns the name of the variant set: "avx2" or "portable". */
 const char *kern_init(void);
 
-/* Weight element types. */
-enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2 };
-/* Bytes per element of a weight type. */
+/* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one f32 scale
+ * per group of values along k (a weight is value * scale). */
+enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8 = 3, KERN_Q4 = 4 };
+/* Bytes per element of a float weight type (f32, f16, bf16). */
 size_t kern_wsize(int wtype);
 
 /* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */
@@ -23,25 +24,59 @@ uint16_t kern_f32_to_bf16(float f);
 /* Packed matrices. A weight matrix W[d, k] (one row per output, as PyTorch's Linear stores it) is
  * packed at export into ceil(d/16) panels of 16 rows; panel p holds, for each kk in 0..k-1, the 16
  * values W[16p + j][kk], j = 0..15, next to each other (rows past d are zero). Element (o, kk) is at
- * ((o / 16) * k + kk) * 16 + o % 16. One step of the micro-kernel reads 16 consecutive weights. */
+ * ((o / 16) * k + kk) * 16 + o % 16. One step of the micro-kernel reads 16 consecutive weights.
+ * Q4 packs the 16 values of a step into 8 bytes: byte j holds row j in its low nibble and row j + 8
+ * in its high nibble, each stored as value + 8 (0..15). */
 #define KERN_PANEL 16
 static inline size_t kern_packed_index(int o, int kk, int k) {
     return ((size_t)(o / KERN_PANEL) * (size_t)k + (size_t)kk) * KERN_PANEL + (size_t)(o % KERN_PANEL);
 }
 /* Rows of a packed matrix with d outputs: d rounded up to a whole panel. */
 static inline int kern_packed_rows(int d) { return (d + KERN_PANEL - 1) / KERN_PANEL * KERN_PANEL; }
-/* dst[kk] = W[row][kk] widened to f32 (an embedding lookup in a packed table). */
-void kern_packed_row(float *dst, const void *w, int wtype, int row, int k);
+
+/* A packed weight matrix as the kernels read it. */
+typedef struct kern_mat {
+    const void *w;        /* values of `type`, packed */
+    const float *scales;  /* Q8, Q4: [packed rows, n_groups] packed the same way: scale (o, g) at
+                           * kern_packed_index(o, g, n_groups); NULL otherwise */
+    int type;             /* KERN_* */
+    int group;            /* Q8, Q4: values per scale along k: group g covers kk in [g*group, (g+1)*group) */
+} kern_mat;
+
+/* Groups of a quantized row of k values, and the group size they get. A requested group size
+ * that does not divide k becomes ceil(k / ceil(k / requested)), so every group but the last is
+ * full and the size follows from k and the number of scales alone: the file stores no sizes. */
+static inline int kern_q_groups(int k, int group) { return (k + group - 1) / group; }
+static inline int kern_q_group_of(int k, int n_groups) { return (k + n_groups - 1) / n_groups; }
+
+/* Weight (o, kk) as f32: for Q8 and Q4 the float product value * scale (one rounding). */
+float kern_mat_at(const kern_mat *m, int o, int kk, int k);
+/* dst[kk] = W[row][kk] as f32 (an embedding lookup in a packed table). */
+void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
+
+/* Quantizes src[d, k] (row-major f32) into a packed Q8 or Q4 matrix with groups of `group`
+ * (kern_q_groups): q [kern_packed_rows(d) * k] bytes for Q8, half that for Q4, scales
+ * [kern_packed_rows(d) * n_groups], padding rows zero. Symmetric: Q8 maps the group's largest
+ * magnitude to 127 (values -127..127); Q4 maps its largest-magnitude value to -8 as GGML's Q4_0
+ * does (values -8..7). Returns the group size used. */
+int kern_quantize(void *q, float *scales, int type, const float *src, int d, int k, int group);
+/* Stores one Q4 value (-8..7) of a packed matrix. */
+static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
+    size_t step = (size_t)(o / KERN_PANEL) * (size_t)k + (size_t)kk;
+    int j = o % KERN_PANEL;
+    uint8_t *b = q + step * 8 + (j & 7), u = (uint8_t)(v + 8);
+    *b = j < 8 ? (uint8_t)((*b & 0xF0) | u) : (uint8_t)((*b & 0x0F) | u << 4);
+}
 
 /* y[r, o] = sum over kk of x[r, kk] * W[o, kk], for r < n and o in [o_begin, o_end) (o_begin a
  * multiple of 16; o_end a multiple of 16 or d). x is [n, k] row-major, y has row stride ldy, W is
- * packed and of type wtype (widened in registers: F16C for f16, a shift for bf16).
+ * packed (widened in registers: F16C for f16, a shift for bf16, value * scale for Q8 and Q4).
  * Every element is one fused multiply-add chain over kk in order, whatever n and the tiling are:
  * the AVX2 kernel equals the reference twin bit for bit, and a row's result does not depend on the
- * other rows of the call (batched and one-token prefill agree exactly). */
-void kern_matmul(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
-                 int o_end);
-void kern_matmul_ref(float *y, int ldy, const float *x, const void *w, int wtype, int n, int d, int k, int o_begin,
+ * other rows of the call (batched and one-token prefill agree exactly). Quantized matrices with
+ * more than one row are widened block by block into f32 on the stack and multiplied there. */
+void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
+void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end);
 /* Forces the portable variant (tests use it to compare both paths). */
 void kern_force_portable(int on);

@@ -67,15 +67,15 @@ static void add_bias(float *x, const float *b, int n, int d) {
 typedef struct mm_job {
     float *y;
     const float *x;
-    const void *w;
-    int wtype, n, d, k;
+    const kern_mat *w;
+    int n, d, k;
 } mm_job;
 
 static void mm_task(void *ctx, int i, int nw) {
     const mm_job *j = ctx;
     int b, e;
     base_split(j->d, nw, i, KERN_PANEL, &b, &e);
-    if (b < e) kern_matmul(j->y, j->d, j->x, j->w, j->wtype, j->n, j->d, j->k, b, e);
+    if (b < e) kern_matmul(j->y, j->d, j->x, j->w, j->n, j->d, j->k, b, e);
 }
 
 /* Several matmuls over the same input in one parallel region (q, k, v; gate, up): one barrier
@@ -95,8 +95,8 @@ static void mm_group_task(void *ctx, int i, int nw) {
 #define MM_PARALLEL_MIN (1 << 18)
 
 /* y[n, d] = x[n, k] . W^T over the pool. */
-static void matmul(base_pool *pool, float *y, const float *x, const void *w, int wtype, int n, int d, int k) {
-    mm_job j = {y, x, w, wtype, n, d, k};
+static void matmul(base_pool *pool, float *y, const float *x, const kern_mat *w, int n, int d, int k) {
+    mm_job j = {y, x, w, n, d, k};
     if ((int64_t)n * d * k < MM_PARALLEL_MIN) mm_task(&j, 0, 1);
     else base_pool_run(pool, mm_task, &j);
 }
@@ -154,9 +154,7 @@ static void ring_store(float *cache, const float *src, int n, int start_pos, int
 void model_forward(const model_config *c, const model_weights *w, model_state *s, base_pool *pool,
                    const int32_t *tokens, int n, int start_pos, float *logits, int all_logits) {
     const int dim = c->dim, hd = c->head_dim, q_dim = c->n_heads * hd, kv_dim = c->n_kv_heads * hd;
-    const int wt = c->wtype;
-
-    for (int r = 0; r < n; r++) kern_packed_row(s->x + (size_t)r * dim, w->tok_embd, wt, tokens[r], dim);
+    for (int r = 0; r < n; r++) kern_packed_row(s->x + (size_t)r * dim, &w->tok_embd, tokens[r], dim);
     if (c->embd_scale != 1.0f)
         for (size_t i = 0; i < (size_t)n * dim; i++) s->x[i] *= c->embd_scale;
 
@@ -172,9 +170,9 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
         /* attention: q, k, v for all n rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
-        mm_group qkv = {{{s->q, s->xb, L->wq, wt, n, q_dim, dim},
-                         {k_rows, s->xb, L->wk, wt, n, kv_dim, dim},
-                         {v_rows, s->xb, L->wv, wt, n, kv_dim, dim}}, 3};
+        mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim},
+                         {k_rows, s->xb, &L->wk, n, kv_dim, dim},
+                         {v_rows, s->xb, &L->wv, n, kv_dim, dim}}, 3};
         if ((int64_t)n * (q_dim + 2 * kv_dim) * dim < MM_PARALLEL_MIN) mm_group_task(&qkv, 0, 1);
         else base_pool_run(pool, mm_group_task, &qkv);
         if (c->qkv_bias) {
@@ -196,20 +194,20 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
-        matmul(pool, s->proj, s->xb, L->wo, wt, n, dim, q_dim);
+        matmul(pool, s->proj, s->xb, &L->wo, n, dim, q_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(act(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
-        mm_group ffn = {{{s->hb, s->xb, L->w_up, wt, n, c->hidden_dim, dim},
-                         {s->hb2, s->xb, L->w_gate, wt, n, c->hidden_dim, dim}}, 2};
+        mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim},
+                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim}}, 2};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
         else base_pool_run(pool, mm_group_task, &ffn);
         gate_job gj = {s->hb, s->hb2, n * c->hidden_dim, c->act};
         if (n * c->hidden_dim < (1 << 14)) gate_task(&gj, 0, 1);
         else base_pool_run(pool, gate_task, &gj);
-        matmul(pool, s->proj, s->hb, L->w_down, wt, n, dim, c->hidden_dim);
+        matmul(pool, s->proj, s->hb, &L->w_down, n, dim, c->hidden_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_ffn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
@@ -218,6 +216,6 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     /* The classifier runs only on the rows asked for: the last one, unless all are wanted. */
     int first = all_logits ? 0 : n - 1, rows = n - first;
     kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
-    matmul(pool, logits, s->xb, w->output, wt, rows, c->vocab_size, dim);
+    matmul(pool, logits, s->xb, &w->output, rows, c->vocab_size, dim);
     if (c->final_softcap > 0) kern_softcap(logits, (size_t)rows * c->vocab_size, c->final_softcap);
 }

@@ -5,6 +5,7 @@
 
 #include "../base/base.h"
 #include "../base/pool.h"
+#include "../kernels/kernels.h"
 
 typedef struct model_config {
     int dim;          /* hidden size */
@@ -16,7 +17,6 @@ typedef struct model_config {
     float norm_eps;
     int rope_style;      /* KERN_ROPE_* */
     const float *inv_freq; /* [head_dim / 2] RoPE frequencies (scaling applied), owned by the program */
-    int wtype;           /* KERN_F32 | KERN_F16 | KERN_BF16: matrices and the embedding table */
     int qkv_bias;        /* Qwen2: q, k, v projections have biases */
     int qk_norm;         /* Qwen3: RMSNorm over each head of q and k before RoPE */
     int act;             /* MODEL_ACT_*: the gate's activation */
@@ -36,29 +36,30 @@ enum { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
  * call writes up to p + max_seq_len - 1, so window + max_seq_len - 1 rows (the context when smaller). */
 int model_kv_rows(int window, int max_seq_len, int max_context_len);
 
-/* Views into the program's mapping. Matrices are packed in 16-row panels (kern_packed_index) and of
- * type config.wtype; shapes below are the logical [out, in]. Norms and biases are always f32. */
+/* Views into the program's mapping. Matrices are packed in 16-row panels (kern_packed_index), each
+ * of its own type (f32, f16, bf16, or quantized with its scales); shapes below are the logical
+ * [out, in]. Norms and biases are always f32. */
 typedef struct model_layer {
     const float *attn_norm; /* [dim] */
-    const void *wq;         /* [n_heads * head_dim, dim] */
-    const void *wk;         /* [n_kv_heads * head_dim, dim] */
-    const void *wv;         /* [n_kv_heads * head_dim, dim] */
+    kern_mat wq;         /* [n_heads * head_dim, dim] */
+    kern_mat wk;         /* [n_kv_heads * head_dim, dim] */
+    kern_mat wv;         /* [n_kv_heads * head_dim, dim] */
     const float *bq, *bk, *bv; /* [q_dim], [kv_dim], [kv_dim] when qkv_bias, else NULL */
     const float *q_norm, *k_norm; /* [head_dim] when qk_norm, else NULL */
-    const void *wo;         /* [dim, n_heads * head_dim] */
+    kern_mat wo;         /* [dim, n_heads * head_dim] */
     const float *post_attn_norm; /* [dim] when post_norms, else NULL */
     const float *ffn_norm;  /* [dim] */
     const float *post_ffn_norm;  /* [dim] when post_norms, else NULL */
-    const void *w_gate;     /* [hidden_dim, dim]   (llama2.c w1) */
-    const void *w_up;       /* [hidden_dim, dim]   (llama2.c w3) */
-    const void *w_down;     /* [dim, hidden_dim]   (llama2.c w2) */
+    kern_mat w_gate;     /* [hidden_dim, dim]   (llama2.c w1) */
+    kern_mat w_up;       /* [hidden_dim, dim]   (llama2.c w3) */
+    kern_mat w_down;     /* [dim, hidden_dim]   (llama2.c w2) */
 } model_layer;
 
 typedef struct model_weights {
-    const void *tok_embd;   /* [vocab_size, dim] */
+    kern_mat tok_embd;      /* [vocab_size, dim] */
     model_layer *layers;    /* [n_layers], owned by the program */
     const float *out_norm;  /* [dim] */
-    const void *output;     /* [vocab_size, dim]: tok_embd when tied */
+    kern_mat output;        /* [vocab_size, dim]: tok_embd when tied */
 } model_weights;
 
 /* Everything one session writes; sized once from the config. */

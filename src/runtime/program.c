@@ -102,9 +102,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
         return st;
     if (strcmp(m->arch, "llama") != 0)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (llama)", path, m->arch);
-    int wtype = strcmp(m->dtype, "f32") == 0 ? KERN_F32 : strcmp(m->dtype, "f16") == 0 ? KERN_F16
-              : strcmp(m->dtype, "bf16") == 0 ? KERN_BF16 : -1;
-    if (wtype < 0)
+    if (strcmp(m->dtype, "f32") && strcmp(m->dtype, "f16") && strcmp(m->dtype, "bf16"))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: dtype '%s' is not supported (f32, f16, bf16)", path, m->dtype);
     if (strcmp(m->tokenizer, "sp-bpe") != 0 && strcmp(m->tokenizer, "bpe") != 0)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tokenizer '%s' is not supported (sp-bpe, bpe)", path,
@@ -151,7 +149,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 
     model_config *c = &p->cfg;
     *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
-                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, wtype, 0, 0,
+                        m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, 0, 0,
                         MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL};
     const char *act;
     float qpas = (float)m->head_dim;
@@ -229,53 +227,82 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     return ETCH_OK;
 }
 
+/* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4 with its scales
+ * in '<name>.scale', f32 [padded rows, n_groups], the group size following from cols and n_groups. */
+static etch_status need_matrix(const etch_program *p, const char *path, const char *name, uint64_t rows,
+                               uint64_t cols, kern_mat *m, etch_error *err) {
+    const fmt_tensor *t = fmt_find_tensor(&p->file, name);
+    if (!t) return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+    static const int kern_of[] = {[FMT_DT_F32] = KERN_F32, [FMT_DT_F16] = KERN_F16, [FMT_DT_BF16] = KERN_BF16,
+                                  [FMT_DT_Q8] = KERN_Q8, [FMT_DT_Q4] = KERN_Q4};
+    *m = (kern_mat){0};
+    m->type = kern_of[t->dtype]; /* the reader admits only known dtypes */
+    etch_status st = need_tensor(p, path, name, t->dtype, (uint64_t)kern_packed_rows((int)rows), cols, &m->w, err);
+    if (st || (t->dtype != FMT_DT_Q8 && t->dtype != FMT_DT_Q4)) return st;
+    char sname[80];
+    snprintf(sname, sizeof sname, "%s.scale", name);
+    const fmt_tensor *s = fmt_find_tensor(&p->file, sname);
+    if (!s || s->ndim != 2 || s->dims[1] < 1 || s->dims[1] > cols)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: quantized tensor '%s' has no scales '%s' [rows, 1..%llu]", path,
+                         name, sname, (unsigned long long)cols);
+    int n_groups = (int)s->dims[1];
+    m->group = kern_q_group_of((int)cols, n_groups);
+    if (kern_q_groups((int)cols, m->group) != n_groups)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has %d groups, which no group size gives for %llu columns",
+                         path, sname, n_groups, (unsigned long long)cols);
+    return need_tensor(p, path, sname, FMT_DT_F32, (uint64_t)kern_packed_rows((int)rows), (uint64_t)n_groups,
+                       (const void **)&m->scales, err);
+}
+
 static etch_status load_weights(etch_program *p, const char *path, etch_error *err) {
     const model_config *c = &p->cfg;
     uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim, hd = (uint64_t)c->head_dim;
     uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, hid = (uint64_t)c->hidden_dim;
-    uint32_t wt = c->wtype == KERN_F32 ? FMT_DT_F32 : c->wtype == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
     model_weights *w = &p->w;
     w->layers = base_calloc((size_t)c->n_layers, sizeof *w->layers);
     if (!w->layers) return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate the layer table", path);
     etch_status st;
-    uint64_t vocab_rows = (uint64_t)kern_packed_rows(c->vocab_size);
-    if ((st = need_tensor(p, path, "token_embd.weight", wt, vocab_rows, dim, &w->tok_embd, err)) ||
+    if ((st = need_matrix(p, path, "token_embd.weight", (uint64_t)c->vocab_size, dim, &w->tok_embd, err)) ||
         (st = need_tensor(p, path, "output_norm.weight", FMT_DT_F32, dim, 0, (const void **)&w->out_norm, err)))
         return st;
     if (p->meta.tied_embeddings) w->output = w->tok_embd;
-    else if ((st = need_tensor(p, path, "output.weight", wt, vocab_rows, dim, &w->output, err)))
+    else if ((st = need_matrix(p, path, "output.weight", (uint64_t)c->vocab_size, dim, &w->output, err)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         model_layer *L = &w->layers[l];
-        struct { const char *name; uint32_t dtype; uint64_t rows, cols; const void **dst; int want; } t[] = {
-            {"attn_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->attn_norm, 1},
-            {"attn_q.weight", wt, q_dim, dim, &L->wq, 1},
-            {"attn_k.weight", wt, kv_dim, dim, &L->wk, 1},
-            {"attn_v.weight", wt, kv_dim, dim, &L->wv, 1},
-            {"attn_q.bias", FMT_DT_F32, q_dim, 0, (const void **)&L->bq, c->qkv_bias},
-            {"attn_k.bias", FMT_DT_F32, kv_dim, 0, (const void **)&L->bk, c->qkv_bias},
-            {"attn_v.bias", FMT_DT_F32, kv_dim, 0, (const void **)&L->bv, c->qkv_bias},
-            {"attn_q_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->q_norm, c->qk_norm},
-            {"attn_k_norm.weight", FMT_DT_F32, hd, 0, (const void **)&L->k_norm, c->qk_norm},
-            {"attn_output.weight", wt, dim, q_dim, &L->wo, 1},
-            {"post_attention_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->post_attn_norm, c->post_norms},
-            {"ffn_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->ffn_norm, 1},
-            {"post_ffw_norm.weight", FMT_DT_F32, dim, 0, (const void **)&L->post_ffn_norm, c->post_norms},
-            {"ffn_gate.weight", wt, hid, dim, &L->w_gate, 1},
-            {"ffn_up.weight", wt, hid, dim, &L->w_up, 1},
-            {"ffn_down.weight", wt, dim, hid, &L->w_down, 1},
+        struct { const char *name; uint64_t rows, cols; const void **vec; kern_mat *mat; int want; } t[] = {
+            {"attn_norm.weight", dim, 0, (const void **)&L->attn_norm, NULL, 1},
+            {"attn_q.weight", q_dim, dim, NULL, &L->wq, 1},
+            {"attn_k.weight", kv_dim, dim, NULL, &L->wk, 1},
+            {"attn_v.weight", kv_dim, dim, NULL, &L->wv, 1},
+            {"attn_q.bias", q_dim, 0, (const void **)&L->bq, NULL, c->qkv_bias},
+            {"attn_k.bias", kv_dim, 0, (const void **)&L->bk, NULL, c->qkv_bias},
+            {"attn_v.bias", kv_dim, 0, (const void **)&L->bv, NULL, c->qkv_bias},
+            {"attn_q_norm.weight", hd, 0, (const void **)&L->q_norm, NULL, c->qk_norm},
+            {"attn_k_norm.weight", hd, 0, (const void **)&L->k_norm, NULL, c->qk_norm},
+            {"attn_output.weight", dim, q_dim, NULL, &L->wo, 1},
+            {"post_attention_norm.weight", dim, 0, (const void **)&L->post_attn_norm, NULL, c->post_norms},
+            {"ffn_norm.weight", dim, 0, (const void **)&L->ffn_norm, NULL, 1},
+            {"post_ffw_norm.weight", dim, 0, (const void **)&L->post_ffn_norm, NULL, c->post_norms},
+            {"ffn_gate.weight", hid, dim, NULL, &L->w_gate, 1},
+            {"ffn_up.weight", hid, dim, NULL, &L->w_up, 1},
+            {"ffn_down.weight", dim, hid, NULL, &L->w_down, 1},
         };
         for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
             if (!t[i].want) continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s", l, t[i].name);
-            uint64_t rows = t[i].cols ? (uint64_t)kern_packed_rows((int)t[i].rows) : t[i].rows;
-            if ((st = need_tensor(p, path, name, t[i].dtype, rows, t[i].cols, t[i].dst, err))) return st;
+            st = t[i].mat ? need_matrix(p, path, name, t[i].rows, t[i].cols, t[i].mat, err)
+                          : need_tensor(p, path, name, FMT_DT_F32, t[i].rows, 0, t[i].vec, err);
+            if (st) return st;
         }
     }
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {
+        const fmt_tensor *t = &p->file.tensors[i];
+        size_t len = strlen(t->name);
+        if (len > 6 && !strcmp(t->name + len - 6, ".scale")) continue; /* quantization scales are not parameters */
         uint64_t count = 1;
-        for (uint32_t d = 0; d < p->file.tensors[i].ndim; d++) count *= p->file.tensors[i].dims[d];
+        for (uint32_t d = 0; d < t->ndim; d++) count *= t->dims[d];
         p->n_params += count;
     }
     return ETCH_OK;
