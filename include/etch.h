@@ -169,6 +169,22 @@ etch_status etch_export_hf(const char *dir, const char *out_path, const etch_exp
 etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
                              etch_error *err);
 
+/* ---------------------------------------------------------------- quantization */
+
+typedef struct etch_quantize_options {
+    const char *scheme;     /* "8w": int8 weights, one scale per output channel; "4w": int4 weights,
+                               one scale per group of group_size values along the input */
+    int32_t group_size;     /* 0: the scheme's (8w: the whole row; 4w: 32) */
+    const char *qembedding; /* NULL: the embedding table stays as it is; "8w" or "4w": quantized too
+                               (tied embeddings then stay tied; without it a tied table gives the
+                               output layer its own quantized copy) */
+} etch_quantize_options;
+
+/* Writes a copy of the program at in_path whose linear layers are quantized (weight-only: the
+ * activations stay f32). The input must have float weights. Nothing is written on failure. */
+etch_status etch_quantize(const char *in_path, const char *out_path, const etch_quantize_options *opt,
+                          etch_error *err);
+
 /* ---------------------------------------------------------------- synthetic models */
 
 /* A model with seeded random weights (matrices N(0, std), norms 1 + N(0, std), biases N(0, std)) in

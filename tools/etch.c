@@ -841,6 +841,73 @@ static int cmd_synth(int argc, char **argv) {
     return 0;
 }
 
+/* ------------------------------------------------------------------ quantize */
+
+static const char quantize_help[] =
+    "usage: etch quantize IN.etch -o OUT.etch --scheme 8w|4w [--group-size N] [--qembedding 8w|4w]\n"
+    "\n"
+    "Writes a copy of a program (float weights) with its linear layers quantized, weight-only:\n"
+    "  8w   int8 weights, one scale per output channel (--group-size N: one per N inputs instead)\n"
+    "  4w   int4 weights, one scale per group of 32 inputs (--group-size N to change it)\n"
+    "Activations stay f32: a weight is its stored value times its scale, widened in registers.\n"
+    "\n"
+    "  --qembedding S   quantize the embedding table too (a tied table then serves the output\n"
+    "                   layer quantized; without it the output layer gets its own quantized copy)\n"
+    "  -h, --help       this text\n";
+
+static int cmd_quantize(int argc, char **argv) {
+    cmd_name = "etch quantize";
+    const char *in = NULL, *out = NULL;
+    etch_quantize_options o = {NULL, 0, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(quantize_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--scheme")) {
+            if (!(o.scheme = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--qembedding")) {
+            if (!(o.qembedding = take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--group-size")) {
+            if (!(v = take(argc, argv, &i)) || !parse_int(a, v, 1, 1 << 20, &n)) return 2;
+            o.group_size = (int32_t)n;
+        } else if (a[0] == '-') {
+            return die_usage("unknown option '%s'", a);
+        } else if (in) {
+            return die_usage("one input program, got '%s' and '%s'", in, a);
+        } else {
+            in = a;
+        }
+    }
+    if (!in) return die_usage("give the program to quantize");
+    if (!out) return die_usage("-o OUT.etch is required");
+    if (!o.scheme) return die_usage("--scheme 8w|4w is required");
+    if (strcmp(o.scheme, "8w") && strcmp(o.scheme, "4w")) return die_usage("--scheme expects 8w or 4w, got '%s'", o.scheme);
+    if (o.qembedding && strcmp(o.qembedding, "8w") && strcmp(o.qembedding, "4w"))
+        return die_usage("--qembedding expects 8w or 4w, got '%s'", o.qembedding);
+    etch_error err;
+    double t0 = now_seconds();
+    if (etch_quantize(in, out, &o, &err) != ETCH_OK) return die(err.message);
+    etch_program *p, *src;
+    if (etch_program_open(out, &p, &err) != ETCH_OK) return die(err.message);
+    if (etch_program_open(in, &src, &err) != ETCH_OK) {
+        etch_program_close(p);
+        return die(err.message);
+    }
+    etch_program_info a, b;
+    etch_program_info_get(src, &a);
+    etch_program_info_get(p, &b);
+    fprintf(stderr, "wrote %s in %.2f s: %s, %llu bytes (%.1f%% of %s's %llu)\n", out, now_seconds() - t0, o.scheme,
+            (unsigned long long)b.file_size, 100.0 * (double)b.file_size / (double)a.file_size, in,
+            (unsigned long long)a.file_size);
+    etch_program_close(src);
+    etch_program_close(p);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ main */
 
 static const char main_help[] =
@@ -879,5 +946,6 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "synth")) return cmd_synth(argc - 1, argv + 1);
     if (!strcmp(c, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(c, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(c, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     return die_usage("unknown command '%s'", c);
 }

@@ -1,0 +1,148 @@
+/* import: quantizing a program. Reads a program file with float matrices and writes one whose
+ * linear layers are Q8 or Q4 (kernels.h), everything else copied as it was. Export time only. */
+#include "import.h"
+
+#include "../format/format.h"
+#include "../kernels/kernels.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* A scheme's weight type and default group: 8w per output channel, 4w groups of 32. */
+static int scheme_type(const char *s, int *wtype, int *group) {
+    if (!strcmp(s, "8w")) return *wtype = KERN_Q8, *group = 0, 1;
+    if (!strcmp(s, "4w")) return *wtype = KERN_Q4, *group = 32, 1;
+    return 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* The linear layers a scheme quantizes: every 2-D weight but the embedding table. */
+static int is_linear(const fmt_tensor *t) {
+    return t->ndim == 2 && ends_with(t->name, ".weight") && strcmp(t->name, "token_embd.weight") != 0;
+}
+
+/* The outputs of quantizing one matrix: values and scales, owned. */
+typedef struct qtensor {
+    void *q;
+    float *scales;
+    uint64_t dims[2], sdims[2];
+} qtensor;
+
+/* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
+ * (0: one per row). */
+static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qtensor *out, etch_error *err) {
+    memset(out, 0, sizeof *out);
+    if (t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED,
+                         "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
+                         fmt_dtype_name(t->dtype));
+    if (t->dims[0] > (1u << 24) || t->dims[1] > (1u << 24) || t->dims[0] * t->dims[1] > ((uint64_t)1 << 34))
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' is too large to quantize", t->name);
+    int d = (int)t->dims[0], k = (int)t->dims[1];
+    if (group <= 0 || group > k) group = k;
+    int n_groups = kern_q_groups(k, group);
+    float *rows = base_malloc((size_t)d * k * sizeof *rows);
+    out->q = base_malloc(wtype == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2);
+    out->scales = base_malloc((size_t)d * n_groups * sizeof *out->scales);
+    if (!rows || !out->q || !out->scales) {
+        base_free(rows), base_free(out->q), base_free(out->scales);
+        memset(out, 0, sizeof *out);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to quantize '%s'", t->name);
+    }
+    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0};
+    for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
+    kern_quantize(out->q, out->scales, wtype, rows, d, k, group);
+    base_free(rows);
+    out->dims[0] = out->sdims[0] = (uint64_t)d;
+    out->dims[1] = (uint64_t)k;
+    out->sdims[1] = (uint64_t)n_groups;
+    return ETCH_OK;
+}
+
+static void copy_meta(fmt_writer *w, const fmt_meta *m) {
+    switch (m->type) {
+    case FMT_I32: fmt_put_i32s(w, m->key, m->data, m->count); break;
+    case FMT_F32: fmt_put_f32s(w, m->key, m->data, m->count); break;
+    case FMT_STR: fmt_put_str(w, m->key, m->data); break;
+    default: fmt_put_bytes(w, m->key, m->data, m->count); break;
+    }
+}
+
+etch_status etch_quantize(const char *in_path, const char *out_path, const etch_quantize_options *opt,
+                          etch_error *err) {
+    if (!in_path || !out_path || !opt || !opt->scheme) return base_fail(err, ETCH_ERR_ARG, "etch_quantize: NULL argument");
+    int wtype, group, etype = -1, egroup = 0;
+    if (!scheme_type(opt->scheme, &wtype, &group))
+        return base_fail(err, ETCH_ERR_ARG, "scheme '%s' is not one of 8w, 4w", opt->scheme);
+    if (opt->group_size < 0 || opt->group_size > (1 << 20))
+        return base_fail(err, ETCH_ERR_ARG, "group size %d is outside 0..%d", opt->group_size, 1 << 20);
+    if (opt->group_size) group = opt->group_size;
+    if (opt->qembedding && !scheme_type(opt->qembedding, &etype, &egroup))
+        return base_fail(err, ETCH_ERR_ARG, "embedding scheme '%s' is not one of 8w, 4w", opt->qembedding);
+    if (etype >= 0 && opt->group_size && etype == wtype) egroup = opt->group_size;
+    if (!strcmp(in_path, out_path))
+        return base_fail(err, ETCH_ERR_ARG, "%s: the output would replace the input; give another path", out_path);
+
+    /* The input must be a program the runtime accepts. */
+    etch_program *check;
+    etch_status st = etch_program_open(in_path, &check, err);
+    if (st) return st;
+    etch_program_close(check);
+    fmt_file f;
+    if ((st = fmt_open(in_path, &f, err))) return st;
+    const fmt_meta *tied_meta = fmt_find_meta(&f, "tied_embeddings");
+    int tied = tied_meta && tied_meta->type == FMT_I32 && ((const int32_t *)tied_meta->data)[0] == 1;
+    /* A tied table serves as the output layer too: quantized with --qembedding it stays tied;
+     * otherwise the output layer gets its own quantized copy, so decode reads it quantized. */
+    int untie = tied && etype < 0;
+
+    fmt_writer *w = fmt_writer_new();
+    qtensor *qt = base_calloc((size_t)f.n_tensors + 1, sizeof *qt);
+    if (!w || !qt) {
+        st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the program writer");
+        goto done;
+    }
+    for (uint32_t i = 0; i < f.n_meta; i++) {
+        const fmt_meta *m = &f.meta[i];
+        if (!strcmp(m->key, "tied_embeddings") && untie) fmt_put_i32(w, m->key, 0);
+        else if (strncmp(m->key, "quant.", 6) != 0) copy_meta(w, m);
+    }
+    fmt_put_str(w, "quant.scheme", opt->scheme);
+    fmt_put_i32(w, "quant.group_size", group);
+    if (etype >= 0) fmt_put_str(w, "quant.embedding", opt->qembedding);
+    fmt_put_str(w, "quant.source", in_path);
+
+    for (uint32_t i = 0; i <= f.n_tensors && !st; i++) {
+        /* the last turn adds the untied output layer */
+        const fmt_tensor *t = i < f.n_tensors ? &f.tensors[i] : untie ? fmt_find_tensor(&f, "token_embd.weight") : NULL;
+        if (!t) break;
+        const char *name = i < f.n_tensors ? t->name : "output.weight";
+        int embd = i < f.n_tensors && !strcmp(name, "token_embd.weight");
+        int type = embd ? etype : (i == f.n_tensors || is_linear(t)) ? wtype : -1, g = embd ? egroup : group;
+        if (type < 0) {
+            fmt_add_tensor(w, name, t->dtype, t->ndim, t->dims, t->data);
+            continue;
+        }
+        if ((st = quantize_matrix(t, type, g, &qt[i], err))) break;
+        char sname[112];
+        snprintf(sname, sizeof sname, "%s.scale", name);
+        fmt_add_tensor(w, name, type == KERN_Q8 ? FMT_DT_Q8 : FMT_DT_Q4, 2, qt[i].dims, qt[i].q);
+        fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
+    }
+    if (!st) st = fmt_writer_write(w, out_path, err);
+    if (!st) { /* open what was written with the runtime's checks: a bad file never stays */
+        etch_program *p;
+        if ((st = etch_program_open(out_path, &p, err))) remove(out_path);
+        else etch_program_close(p);
+    }
+done:
+    fmt_writer_free(w);
+    for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales);
+    base_free(qt);
+    fmt_close(&f);
+    return st;
+}
