@@ -1,5 +1,11 @@
 /* etch against llama.cpp on the same GGUF, and etch's Hugging Face import against its GGUF import.
- * usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N_TOKENS
+ * usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N_TOKENS [QUANT_TOL]
+ *
+ * With QUANT_TOL the GGUF holds Q8_0 or Q4_0 weights, which etch keeps as they are, and HF.etch is
+ * the same GGUF exported with --dtype f32 (dequantized): the two programs must agree bit for bit
+ * (a weight is value * scale in both, rounded once), and llama.cpp is held to QUANT_TOL instead of
+ * LOGIT_TOL, because it rounds every block of 32 activations to int8 (Q8_0, an error up to 2^-8
+ * of the block's largest value) before each quantized dot product, where etch keeps them f32.
  *
  * For each prompt (token ids, BOS included when the model adds one):
  *   - along llama.cpp's greedy continuation of N_TOKENS tokens (or up to an end-of-generation token),
@@ -30,8 +36,7 @@
 #include <math.h>
 #include <string.h>
 
-#define LOGIT_TOL 2e-3
-#define HF_TOL 1e-4
+static double LOGIT_TOL = 2e-3, HF_TOL = 1e-4;
 
 static cJSON *read_json(const char *path) {
     char *buf = check_read_file(path, NULL);
@@ -63,10 +68,11 @@ static int greedy(etch_session *s, const int32_t *ids, int32_t n_ids, int n, int
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N\n");
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: test_llamacpp GGUF.etch HF.etch prompts_ids.json llamacpp_out.json N [QUANT_TOL]\n");
         return 2;
     }
+    if (argc == 7) LOGIT_TOL = atof(argv[6]), HF_TOL = 0;
     int n_tok = atoi(argv[5]);
     etch_error err;
     etch_program *pg, *ph;

@@ -129,6 +129,33 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
     return *owned = out;
 }
 
+/* A GGUF Q8_0 or Q4_0 matrix repacked into etch's Q8 or Q4 panels without touching a value: groups
+ * of 32 along k, each block's f16 scale widened to f32 (exact). */
+static etch_status repack_gguf(const imp_tensor *t, void **q, float **scales, uint64_t *rows_out) {
+    int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), n_groups = k / 32;
+    int q8 = t->src_type == IMP_Q8_0;
+    size_t block = q8 ? 34 : 18;
+    *q = base_calloc(q8 ? (size_t)rows * k : (size_t)rows * k / 2, 1);
+    *scales = base_calloc((size_t)rows * n_groups, sizeof **scales);
+    if (!*q || !*scales) return ETCH_ERR_NOMEM;
+    if (!q8) memset(*q, 0x88, (size_t)rows * k / 2); /* zero is stored as 8 in both nibbles */
+    const uint8_t *src = t->data;
+    for (int o = 0; o < d; o++)
+        for (int g = 0; g < n_groups; g++) {
+            const uint8_t *b = src + ((size_t)o * n_groups + (size_t)g) * block;
+            uint16_t h;
+            memcpy(&h, b, 2);
+            (*scales)[kern_packed_index(o, g, n_groups)] = kern_f16_to_f32(h);
+            for (int j = 0; j < 32; j++) {
+                int kk = g * 32 + j;
+                if (q8) ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)b[2 + j];
+                else kern_q4_put(*q, o, kk, k, (j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4)) - 8);
+            }
+        }
+    *rows_out = (uint64_t)rows;
+    return ETCH_OK;
+}
+
 const char imp_regex_gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char imp_regex_digits[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 const char imp_regex_qwen2[] =
@@ -206,7 +233,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     if (m->tok_blob_size > UINT32_MAX) return base_fail(err, ETCH_ERR_UNSUPPORTED, "vocabulary text over 4 GiB");
 
     fmt_writer *w = fmt_writer_new();
-    void **conv = base_calloc((size_t)m->n_tensors + 1, sizeof *conv);
+    void **conv = base_calloc(2 * (size_t)m->n_tensors + 1, sizeof *conv);
     if (!w || !conv) {
         fmt_writer_free(w);
         base_free(conv);
@@ -276,11 +303,29 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_i32(w, "tokenizer.match_added", m->tok_match_added);
     fmt_put_i32(w, "tokenizer.nfc", m->tok_nfc);
     if (m->tok_pretok) fmt_put_str(w, "tokenizer.pretok", m->tok_pretok);
+    /* GGUF's Q8_0 and Q4_0 matrices stay as they are unless a dtype was asked for. */
+    int keep_quant = !o.dtype, kept = 0;
+    for (int32_t i = 0; i < m->n_tensors; i++)
+        kept |= keep_quant && m->tensors[i].matrix && (m->tensors[i].src_type == IMP_Q8_0 || m->tensors[i].src_type == IMP_Q4_0);
+    if (kept) fmt_put_str(w, "quant.scheme", "gguf");
     /* Weights, converted once: matrices to the program's dtype, norms and biases to f32. */
     for (int32_t i = 0; i < m->n_tensors; i++) {
         const imp_tensor *t = &m->tensors[i];
         int target = t->matrix ? wtype : KERN_F32;
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
+        if (keep_quant && t->matrix && (t->src_type == IMP_Q8_0 || t->src_type == IMP_Q4_0)) {
+            uint64_t sdims[2] = {0, t->dims[1] / 32};
+            if (repack_gguf(t, &conv[i], (float **)&conv[m->n_tensors + i], &dims[0])) {
+                st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
+                break;
+            }
+            char sname[112];
+            snprintf(sname, sizeof sname, "%s.scale", t->name);
+            sdims[0] = dims[0];
+            fmt_add_tensor(w, t->name, t->src_type == IMP_Q8_0 ? FMT_DT_Q8 : FMT_DT_Q4, 2, dims, conv[i]);
+            fmt_add_tensor(w, sname, FMT_DT_F32, 2, sdims, conv[m->n_tensors + i]);
+            continue;
+        }
         const void *data = convert(t, target, &conv[i], &dims[0]);
         if (!data) {
             st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the converted tensor '%s'", t->name);
@@ -290,7 +335,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     }
     if (!st) st = fmt_writer_write(w, out_path, err);
     fmt_writer_free(w);
-    for (int32_t i = 0; i < m->n_tensors; i++) base_free(conv[i]);
+    for (int32_t i = 0; i < 2 * m->n_tensors; i++) base_free(conv[i]);
     base_free(conv);
     if (st) return st;
 
