@@ -127,19 +127,31 @@ int kern_quantize(void *q, float *scales, int type, const float *src, int d, int
 
 /* ------------------------------------------------------------------ matmul */
 
+static int is_quantized(int type) { return type == KERN_Q8 || type == KERN_Q4; }
+
 void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end) {
     (void)d;
+    int q = is_quantized(w->type), group = q ? w->group : k, n_groups = q ? kern_q_groups(k, group) : 1;
     for (int r = 0; r < n; r++)
         for (int o = o_begin; o < o_end; o++) {
+            const float *xr = x + (size_t)r * k;
             float acc = 0.0f;
-            for (int kk = 0; kk < k; kk++) acc = fmaf(x[(size_t)r * k + kk], kern_mat_at(w, o, kk, k), acc);
+            if (!q)
+                for (int kk = 0; kk < k; kk++) acc = fmaf(xr[kk], kern_mat_at(w, o, kk, k), acc);
+            for (int g = 0; q && g < n_groups; g++) { /* each group's sum of x * value, then times its scale */
+                int b = g * group, e = b + group < k ? b + group : k;
+                float sum = 0.0f;
+                for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
+                acc = fmaf(sum, w->scales[kern_packed_index(o, g, n_groups)], acc);
+            }
             y[(size_t)r * ldy + o] = acc;
         }
 }
 
-/* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel, 16 outputs at
- * a time, with separate multiply and add; it agrees with the twin to rounding, not bit for bit. */
+/* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel for float
+ * weights, 16 outputs at a time, with separate multiply and add (each weight widened with its
+ * scale); it agrees with the twin to rounding, not bit for bit. */
 static void matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k,
                             int o_begin, int o_end) {
     (void)d;
@@ -263,59 +275,111 @@ DEFINE_MATMUL(f32)
 DEFINE_MATMUL(f16)
 DEFINE_MATMUL(bf16)
 
-/* Quantized matrices. A step (one kk of one panel) widens 16 stored values to f32 and multiplies
- * them by their rows' scales: the same product, rounded once, as kern_mat_at. */
-AVX2 static INLINE void q8_step(const int8_t *q, const float *sc, __m256 *w0, __m256 *w1) {
+/* Quantized matrices: a step (one kk of one panel) widens 16 stored values to f32, exactly. The
+ * values of a group are summed unscaled in one FMA chain, and the group's sum then joins the
+ * output with one more FMA by its rows' scales (kern_matmul_ref spells the order out). */
+AVX2 static INLINE void q8_step(const int8_t *q, __m256 *w0, __m256 *w1) {
     __m128i v = _mm_loadu_si128((const __m128i *)q);
-    *w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)), _mm256_loadu_ps(sc));
-    *w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))), _mm256_loadu_ps(sc + 8));
+    *w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+    *w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
 }
-AVX2 static INLINE void q4_step(const uint8_t *q, const float *sc, __m256 *w0, __m256 *w1) {
+AVX2 static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q)), eight = _mm256_set1_epi32(8);
-    __m256i lo = _mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), eight);
-    __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight);
-    *w0 = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), _mm256_loadu_ps(sc));
-    *w1 = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), _mm256_loadu_ps(sc + 8));
+    *w0 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(v, _mm256_set1_epi32(15)), eight));
+    *w1 = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight));
 }
 
-/* Bytes of one step's values, and the matrix's layout around a panel. */
+/* A quantized matrix's layout around its panels. */
 typedef struct qmat {
     const uint8_t *q;
     const float *sc;
     int k, n_groups, group;
-    size_t step_bytes;
+    size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
 } qmat;
 
 AVX2 static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0, __m256 *w1) {
     const uint8_t *q = m->q + ((size_t)panel * m->k + kk) * m->step_bytes;
-    const float *sc = m->sc + ((size_t)panel * m->n_groups + (size_t)(kk / m->group)) * KERN_PANEL;
-    if (type == KERN_Q8) q8_step((const int8_t *)q, sc, w0, w1);
-    else q4_step(q, sc, w0, w1);
+    if (type == KERN_Q8) q8_step((const int8_t *)q, w0, w1);
+    else q4_step(q, w0, w1);
+}
+static inline const float *q_scales(const qmat *m, int panel, int g) {
+    return m->sc + ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
 }
 
 /* One row x four panels, widening in registers (decode). */
 AVX2 static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, int panel) {
-    __m256 a[8];
-    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+    __m256 acc[8], a[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t pstride = (size_t)m->k * m->step_bytes;
-    for (int kk = 0; kk < m->k; kk++) {
-        __m256 xb = _mm256_broadcast_ss(x + kk);
-        if (!(kk & 3))
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + ((size_t)kk * m->step_bytes) + 768,
-                             _MM_HINT_T0);
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group, e = b + m->group < m->k ? b + m->group : m->k;
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            __m256 xb = _mm256_broadcast_ss(x + kk);
+            if (!(kk & 3))
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes + 768,
+                                 _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                __m256 w0, w1;
+                q_step(type, m, panel + p, kk, &w0, &w1);
+                a[2 * p] = _mm256_fmadd_ps(xb, w0, a[2 * p]);
+                a[2 * p + 1] = _mm256_fmadd_ps(xb, w1, a[2 * p + 1]);
+            }
+        }
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            __m256 w0, w1;
-            q_step(type, m, panel + p, kk, &w0, &w1);
-            a[2 * p] = _mm256_fmadd_ps(xb, w0, a[2 * p]);
-            a[2 * p + 1] = _mm256_fmadd_ps(xb, w1, a[2 * p + 1]);
+            const float *sc = q_scales(m, panel + p, g);
+            acc[2 * p] = _mm256_fmadd_ps(a[2 * p], _mm256_loadu_ps(sc), acc[2 * p]);
+            acc[2 * p + 1] = _mm256_fmadd_ps(a[2 * p + 1], _mm256_loadu_ps(sc + 8), acc[2 * p + 1]);
         }
     }
-    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, a[2 * p], a[2 * p + 1], KERN_PANEL);
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, acc[2 * p], acc[2 * p + 1], KERN_PANEL);
 }
 
-/* Steps of a panel widened at a time for several rows: 16 KiB of f32 on the stack. */
+/* Steps of a panel widened at a time for several rows (16 KiB of f32 on the stack), and the rows
+ * whose group sums are kept at a time (3 KiB). */
 #define Q_BLOCK 256
+#define Q_ROWS 48
+
+/* R rows (1..3) x one panel over whole groups g0 .. g1-1 widened in blk (from step kb): each group's
+ * sums in registers, joined to the element in registers: 4R accumulators. Groups up to Q_BLOCK. */
+AVX2 static INLINE void tile_groups(float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
+                                    const qmat *m, int panel, int g0, int g1, int R, int cols) {
+    __m256 a0[3], a1[3], p0[3], p1[3];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group, e = b + m->group < m->k ? b + m->group : m->k;
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) p0[r] = p1[r] = _mm256_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            const float *w = blk + (size_t)(kk - kb) * KERN_PANEL;
+            __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + kk);
+                p0[r] = _mm256_fmadd_ps(xb, w0, p0[r]);
+                p1[r] = _mm256_fmadd_ps(xb, w1, p1[r]);
+            }
+        }
+        const float *sc = q_scales(m, panel, g);
+        __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 8);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            a0[r] = _mm256_fmadd_ps(p0[r], s0, a0[r]);
+            a1[r] = _mm256_fmadd_ps(p1[r], s1, a1[r]);
+        }
+    }
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+}
+
+AVX2 static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int len, float *blk) {
+    for (int kk = 0; kk < len; kk++) {
+        __m256 w0, w1;
+        q_step(type, m, panel, kb + kk, &w0, &w1);
+        _mm256_store_ps(blk + kk * KERN_PANEL, w0);
+        _mm256_store_ps(blk + kk * KERN_PANEL + 8, w1);
+    }
+}
 
 AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const kern_mat *km, int n, int k,
                                  int ob, int oe) {
@@ -324,18 +388,47 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
     int p0 = ob;
     if (n == 1)
         for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL) q_gemv4(type, y + p0, x, &m, p0 / KERN_PANEL);
-    float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32)));
+    float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     for (; p0 < oe; p0 += KERN_PANEL) {
-        int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL;
-        for (int kb = 0; kb < k; kb += Q_BLOCK) {
-            int len = k - kb < Q_BLOCK ? k - kb : Q_BLOCK;
-            for (int kk = 0; kk < len; kk++) {
-                __m256 w0, w1;
-                q_step(type, &m, p0 / KERN_PANEL, kb + kk, &w0, &w1);
-                _mm256_store_ps(blk + kk * KERN_PANEL, w0);
-                _mm256_store_ps(blk + kk * KERN_PANEL + 8, w1);
+        int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
+        if (m.group <= Q_BLOCK) { /* small groups: blocks of whole groups, sums kept in registers */
+            int per = Q_BLOCK / m.group;
+            for (int g0 = 0; g0 < n_groups; g0 += per) {
+                int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
+                int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
+                widen_steps(type, &m, panel, kb, len, blk);
+                int r = 0;
+                for (; r + 3 <= n; r += 3)
+                    tile_groups(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, blk, kb, &m, panel, g0, g1, 3, cols);
+                if (n - r == 2)
+                    tile_groups(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, blk, kb, &m, panel, g0, g1, 2, cols);
+                else if (n - r == 1)
+                    tile_groups(y + (size_t)r * ldy + p0, ldy, x + (size_t)r * k, k, blk, kb, &m, panel, g0, g1, 1, cols);
             }
-            tiles_f32(y + p0, ldy, x + kb, k, n, len, blk, 0, cols, kb > 0);
+            continue;
+        }
+        /* long groups (one per row for 8w): a group's sums through the six-row tiles, block by block */
+        for (int r0 = 0; r0 < n; r0 += Q_ROWS) {
+            int rows = n - r0 < Q_ROWS ? n - r0 : Q_ROWS;
+            float *yr = y + (size_t)r0 * ldy + p0;
+            for (int g = 0; g < n_groups; g++) {
+                int b = g * m.group, e = b + m.group < k ? b + m.group : k;
+                for (int kb = b; kb < e; kb += Q_BLOCK) {
+                    int len = e - kb < Q_BLOCK ? e - kb : Q_BLOCK;
+                    widen_steps(type, &m, panel, kb, len, blk);
+                    tiles_f32(part, KERN_PANEL, x + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
+                }
+                const float *sc = q_scales(&m, panel, g);
+                __m256 s0 = _mm256_loadu_ps(sc), s1 = _mm256_loadu_ps(sc + 8);
+                for (int r = 0; r < rows; r++) {
+                    float *yo = yr + (size_t)r * ldy;
+                    __m256 y0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+                    __m256 y1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+                    y0 = _mm256_fmadd_ps(_mm256_load_ps(part + r * KERN_PANEL), s0, y0);
+                    y1 = _mm256_fmadd_ps(_mm256_load_ps(part + r * KERN_PANEL + 8), s1, y1);
+                    store_cols(yo, y0, y1, cols);
+                }
+            }
         }
     }
 }
