@@ -27,7 +27,7 @@ static double max_err(const float *a, const float *b, size_t n) {
 /* A packed matrix of each type from the same f32 values [d, k] rounded (or quantized with groups
  * of `group`) to that type. w holds 4 bytes per packed element, sc one float per packed element. */
 static kern_mat make_weights(void *w, float *sc, const float *src, int d, int k, int wtype, int group) {
-    kern_mat m = {w, NULL, wtype, 0};
+    kern_mat m = {w, NULL, wtype, 0, NULL, NULL};
     if (wtype == KERN_Q8 || wtype == KERN_Q4) {
         m.scales = sc;
         m.group = kern_quantize(w, sc, wtype, src, d, k, group);
@@ -106,7 +106,7 @@ static void test_quantize_roundtrip(void) {
             int group = kern_quantize(q, sc, type, src, D, K, want), n_groups = kern_q_groups(K, group);
             CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
                   "group %d for %d: %d groups", group, want, n_groups);
-            kern_mat m = {q, sc, type, group};
+            kern_mat m = {q, sc, type, group, NULL, NULL};
             double worst = 0;
             int bad = 0;
             for (int o = 0; o < D; o++)
@@ -125,6 +125,89 @@ static void test_quantize_roundtrip(void) {
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 3, kk, K) == 0.0f, "zero row stays zero");
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 40, kk, K) == 0.0f, "padding rows are zero");
         }
+}
+
+/* Integer-dot matrices: the AVX2 kernel against its twin bit for bit, rows alone, output ranges;
+ * and the twin against the same sum in double from the dequantized values. */
+static void test_matmul_int(const char *variant, int exact) {
+    static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1100};
+    static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
+    float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf), *sc = malloc(144 * 1100 * sizeof *sc);
+    float *ws = malloc(144 * 1100 * sizeof *ws);
+    uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
+    int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13];
+    float xs[13], *y = malloc(13 * 130 * sizeof *y), *r = malloc(13 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
+    kern_qx qx = {pairs, xs, zero};
+    int mismatched = 0;
+    double worst = 0;
+    for (int type = KERN_Q8; type <= KERN_Q4; type++)
+        for (int n = 1; n <= 13; n += 3)
+            for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+                for (size_t di = 0; di < sizeof ds / sizeof *ds; di++)
+                    for (int stat = 0; stat < 2; stat++) {
+                        int k = ks[ki], d = ds[di], want = (int[]){32, 6, 1 << 20}[(n + ki + di) % 3];
+                        fill(x, (size_t)n * k);
+                        fill(wf, (size_t)d * k);
+                        int group = kern_q_group_fit(k, want, 1);
+                        kern_quantize(q, sc, type, wf, d, k, group);
+                        kern_to_int_dot(qi, q, type, d, k);
+                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws};
+                        kern_mat mq = {q, sc, type, group, NULL, NULL};
+                        float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
+                        m.act = stat ? act : NULL;
+                        kern_group_sums(ws, &m, d, k);
+                        kern_quantize_x(&qx, x, n, k, m.act);
+                        for (int o = 0; o < d; o++) /* the layouts hold the same values */
+                            for (int kk = 0; kk < k; kk += 7)
+                                if (kern_qvalue(&m, o, kk, k) != kern_qvalue(&mq, o, kk, k)) mismatched++;
+                        kern_matmul_i(y, d, &qx, &m, n, d, k, 0, d);
+                        kern_matmul_i_ref(r, d, &qx, &m, n, d, k, 0, d);
+                        if (exact ? memcmp(y, r, (size_t)n * d * sizeof *y) != 0 : max_err(y, r, (size_t)n * d) > 1e-5)
+                            if (mismatched++ < 3) CHECK(0, "%s int n=%d d=%d k=%d group=%d stat=%d differs from its twin", variant, n, d, k, group, stat);
+                        /* the twin's meaning: sum of (x scale * (value - zero)) * (weight) in double */
+                        for (int row = 0; row < n; row++)
+                            for (int o = 0; o < d; o++) {
+                                double sum = 0, mag = 0;
+                                for (int kk = 0; kk < k; kk++) {
+                                    int32_t w = qx.pairs[(size_t)row * (k / 2) + kk / 2];
+                                    int xv = kk % 2 ? (int16_t)(uint16_t)((uint32_t)w >> 16) : (int16_t)(uint16_t)(w & 0xFFFF);
+                                    double t = (double)xs[row] * (xv - zero[row]) * kern_mat_at(&mq, o, kk, k);
+                                    sum += t, mag += fabs(t);
+                                }
+                                double e = fabs(sum - r[(size_t)row * d + o]) / (mag + 1e-30);
+                                if (e > worst) worst = e;
+                            }
+                        int row = n - 1;
+                        kern_quantize_x(&qx, x + (size_t)row * k, 1, k, m.act);
+                        kern_matmul_i(one, d, &qx, &m, 1, d, k, 0, d);
+                        CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0,
+                              "%s int n=%d d=%d k=%d: row %d differs when computed alone", variant, n, d, k, row);
+                        if (d > 16) {
+                            memset(one, 0, (size_t)d * sizeof *one);
+                            kern_matmul_i(one, d, &qx, &m, 1, d, k, 16, d);
+                            kern_matmul_i(one, d, &qx, &m, 1, d, k, 0, 16);
+                            CHECK(memcmp(one, y + (size_t)row * d, (size_t)d * sizeof *one) == 0, "int ranges n=%d d=%d k=%d", n, d, k);
+                        }
+                    }
+    CHECK(mismatched == 0, "%s: %d integer-dot cases differ", variant, mismatched);
+    CHECK(worst < 1e-5, "%s: the integer twin is off the double sum by %g of the magnitude", variant, worst);
+    free(x), free(wf), free(sc), free(ws), free(q), free(qi), free(pairs), free(y), free(r), free(one);
+}
+
+/* Activation quantization: values in range, per-row scale, static zero point and clamping. */
+static void test_quantize_x(void) {
+    float x[2 * 6] = {0.5f, -1.0f, 0.25f, 0.0f, 1.0f, -0.5f, 100.0f, -100.0f, 0.0f, 0.01f, -0.004f, 0.006f};
+    int32_t pairs[6], zero[2];
+    float s[2];
+    kern_qx qx = {pairs, s, zero};
+    kern_quantize_x(&qx, x, 2, 6, NULL);
+    CHECK(s[0] == 1.0f / 127 && zero[0] == 0 && (int16_t)(pairs[0] & 0xFFFF) == 64 && (int16_t)(pairs[0] >> 16) == -127,
+          "dynamic: scale %g, values %d %d", s[0], (int16_t)(pairs[0] & 0xFFFF), (int16_t)(pairs[0] >> 16));
+    float stat[2] = {0.5f, -3};
+    kern_quantize_x(&qx, x, 2, 6, stat);
+    CHECK(s[1] == 0.5f && zero[1] == -3 && (int16_t)(pairs[3] & 0xFFFF) == 127 && (int16_t)(pairs[3] >> 16) == -128,
+          "static: clamped to 127 and -128 (%d %d)", (int16_t)(pairs[3] & 0xFFFF), (int16_t)(pairs[3] >> 16));
+    CHECK((int16_t)(pairs[0] & 0xFFFF) == -2 && (int16_t)(pairs[2] >> 16) == -4, "static: 0.5/0.5 - 3 = -2, -0.5/0.5 - 3 = -4");
 }
 
 static void test_conversions(void) {
@@ -296,9 +379,12 @@ int main(void) {
     const char *v = kern_init();
     printf("kernels: %s\n", v);
     test_quantize_roundtrip();
-    test_matmul(v, !strcmp(v, "avx2")); /* with FMA hardware: equal to the fmaf twin bit for bit */
+    test_quantize_x();
+    test_matmul(v, !strcmp(v, "avx2"));
+    test_matmul_int(v, !strcmp(v, "avx2")); /* with FMA hardware: equal to the fmaf twin bit for bit */
     kern_force_portable(1);
     test_matmul("portable", 0);
+    test_matmul_int("portable", 1);
     kern_force_portable(0);
     test_conversions();
     test_rmsnorm();

@@ -53,7 +53,7 @@ static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qt
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to quantize '%s'", t->name);
     }
-    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0};
+    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     kern_quantize(out->q, out->scales, wtype, rows, d, k, group);
     base_free(rows);

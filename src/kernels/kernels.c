@@ -75,6 +75,12 @@ static inline float wload(const void *w, int wtype, size_t i) {
 
 /* The stored value (o, kk) of a quantized matrix: int8, or the nibble less 8. */
 static inline int qvalue(const kern_mat *m, int o, int kk, int k) {
+    if (m->type == KERN_I8) return ((const int8_t *)m->w)[kern_pair_index(o, kk, k)];
+    if (m->type == KERN_I4) {
+        size_t i = kern_pair_index(o, kk, k), step = i / 32, v = i % 32;
+        uint8_t b = ((const uint8_t *)m->w)[step * 16 + v % 16];
+        return (v < 16 ? b & 0x0F : b >> 4) - 8;
+    }
     size_t i = kern_packed_index(o, kk, k);
     if (m->type == KERN_Q8) return ((const int8_t *)m->w)[i];
     int j = o % KERN_PANEL;
@@ -82,8 +88,72 @@ static inline int qvalue(const kern_mat *m, int o, int kk, int k) {
     return (j < 8 ? b & 0x0F : b >> 4) - 8;
 }
 
+int kern_qvalue(const kern_mat *m, int o, int kk, int k) { return qvalue(m, o, kk, k); }
+
+int kern_q_group_fit(int k, int want, int even) {
+    if (want > k) want = k;
+    for (int g = want; g > 1; g--)
+        if ((!even || g % 2 == 0) && kern_q_group_of(k, kern_q_groups(k, g)) == g) return g;
+    return even ? 2 : 1;
+}
+
+void kern_group_sums(float *wsum, const kern_mat *m, int d, int k) {
+    int n_groups = kern_q_groups(k, m->group), rows = kern_packed_rows(d);
+    for (int o = 0; o < rows; o++)
+        for (int g = 0; g < n_groups; g++) {
+            int b = g * m->group, e = b + m->group < k ? b + m->group : k;
+            int32_t sum = 0;
+            for (int kk = b; kk < e; kk++) sum += qvalue(m, o, kk, k);
+            wsum[kern_packed_index(o, g, n_groups)] = (float)sum;
+        }
+}
+
+void kern_to_int_dot(void *dst, const void *q, int type, int d, int k) {
+    int rows = kern_packed_rows(d);
+    kern_mat src = {q, NULL, type, k, NULL, NULL};
+    if (type == KERN_Q8) {
+        for (int o = 0; o < rows; o++)
+            for (int kk = 0; kk < k; kk++) ((int8_t *)dst)[kern_pair_index(o, kk, k)] = (int8_t)qvalue(&src, o, kk, k);
+        return;
+    }
+    uint8_t *b = dst;
+    memset(b, 0, (size_t)rows * k / 2);
+    for (int o = 0; o < rows; o++)
+        for (int kk = 0; kk < k; kk++) {
+            size_t i = kern_pair_index(o, kk, k), step = i / 32, v = i % 32;
+            uint8_t u = (uint8_t)(qvalue(&src, o, kk, k) + 8);
+            b[step * 16 + v % 16] |= v < 16 ? u : (uint8_t)(u << 4);
+        }
+}
+
+void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * k;
+        float s, inv;
+        int32_t zero = 0, lo = -127;
+        if (stat) {
+            s = stat[0], zero = (int32_t)stat[1], lo = -128;
+        } else {
+            float amax = 0.0f;
+            for (int i = 0; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
+            s = amax / 127.0f;
+        }
+        inv = s > 0.0f ? 1.0f / s : 0.0f;
+        qx->scale[r] = s, qx->zero[r] = zero;
+        int32_t *pr = qx->pairs + (size_t)r * (k / 2);
+        for (int i = 0; i < k; i += 2) {
+            int32_t v[2];
+            for (int t = 0; t < 2; t++) {
+                float f = roundf(xr[i + t] * inv) + (float)zero; /* NaN and huge values clamp below */
+                v[t] = f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
+            }
+            pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v[0] | (uint32_t)(uint16_t)v[1] << 16);
+        }
+    }
+}
+
 float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
-    if (m->type == KERN_Q8 || m->type == KERN_Q4) {
+    if (kern_is_quantized(m->type)) {
         int n_groups = kern_q_groups(k, m->group);
         return (float)qvalue(m, o, kk, k) * m->scales[kern_packed_index(o, kk / m->group, n_groups)];
     }
@@ -127,12 +197,10 @@ int kern_quantize(void *q, float *scales, int type, const float *src, int d, int
 
 /* ------------------------------------------------------------------ matmul */
 
-static int is_quantized(int type) { return type == KERN_Q8 || type == KERN_Q4; }
-
 void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end) {
     (void)d;
-    int q = is_quantized(w->type), group = q ? w->group : k, n_groups = q ? kern_q_groups(k, group) : 1;
+    int q = kern_is_quantized(w->type), group = q ? w->group : k, n_groups = q ? kern_q_groups(k, group) : 1;
     for (int r = 0; r < n; r++)
         for (int o = o_begin; o < o_end; o++) {
             const float *xr = x + (size_t)r * k;
@@ -149,12 +217,40 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
         }
 }
 
+/* The int16 pair (x[r, 2i], x[r, 2i+1]) out of its word. */
+static inline int32_t pair_lo(int32_t w) { return (int16_t)(uint16_t)((uint32_t)w & 0xFFFF); }
+static inline int32_t pair_hi(int32_t w) { return (int16_t)(uint16_t)((uint32_t)w >> 16); }
+
+void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                       int o_end) {
+    (void)d;
+    int n_groups = kern_q_groups(k, w->group);
+    for (int r = 0; r < n; r++)
+        for (int o = o_begin; o < o_end; o++) {
+            const int32_t *xr = x->pairs + (size_t)r * (k / 2);
+            float acc = 0.0f;
+            for (int g = 0; g < n_groups; g++) {
+                int b = g * w->group, e = b + w->group < k ? b + w->group : k;
+                int32_t dot = 0;
+                for (int kk = b; kk < e; kk += 2)
+                    dot += pair_lo(xr[kk / 2]) * qvalue(w, o, kk, k) + pair_hi(xr[kk / 2]) * qvalue(w, o, kk + 1, k);
+                size_t si = kern_packed_index(o, g, n_groups);
+                if (x->zero[r]) dot -= x->zero[r] * (int32_t)w->wsum[si];
+                acc = fmaf((float)dot, w->scales[si], acc);
+            }
+            y[(size_t)r * ldy + o] = acc * x->scale[r];
+        }
+}
+
 /* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel for float
- * weights, 16 outputs at a time, with separate multiply and add (each weight widened with its
- * scale); it agrees with the twin to rounding, not bit for bit. */
+ * weights, 16 outputs at a time, with separate multiply and add; it agrees with the twin to
+ * rounding, not bit for bit. Quantized weights take the twin itself. */
 static void matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k,
                             int o_begin, int o_end) {
-    (void)d;
+    if (kern_is_quantized(w->type)) {
+        kern_matmul_ref(y, ldy, x, w, n, d, k, o_begin, o_end);
+        return;
+    }
     for (int p0 = o_begin; p0 < o_end; p0 += KERN_PANEL) {
         int cols = o_end - p0 < KERN_PANEL ? o_end - p0 : KERN_PANEL;
         for (int r = 0; r < n; r++) {
@@ -433,6 +529,175 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
     }
 }
 
+/* ---- integer dot products (I8, I4): per pair step, 16 rows' pairs widened to two vectors of
+ * int16; vpmaddwd with the input's pair gives each row's two products summed in int32. */
+
+/* The 32 values of pair step `step` of a panel as int16: rows 0..7 in *lo, rows 8..15 in *hi. */
+AVX2 static INLINE void i_step(int type, const uint8_t *w, size_t step, __m256i *lo, __m256i *hi) {
+    if (type == KERN_I8) {
+        const __m128i *p = (const __m128i *)(w + step * 32);
+        *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(p));
+        *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(p + 1));
+    } else {
+        __m128i v = _mm_loadu_si128((const __m128i *)(w + step * 16)), m = _mm_set1_epi8(0x0F);
+        __m256i eight = _mm256_set1_epi16(8);
+        *lo = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(v, m)), eight);
+        *hi = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m)), eight);
+    }
+}
+
+typedef struct imat {
+    const uint8_t *w;
+    const float *sc, *wsum;
+    int k, half, n_groups, group;
+} imat;
+
+/* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
+AVX2 static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i d0, __m256i d1, __m256 *a0,
+                               __m256 *a1) {
+    size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+    if (zero) {
+        __m256i z = _mm256_set1_epi32(zero);
+        d0 = _mm256_sub_epi32(d0, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si))));
+        d1 = _mm256_sub_epi32(d1, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si + 8))));
+    }
+    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), _mm256_loadu_ps(m->sc + si), *a0);
+    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), _mm256_loadu_ps(m->sc + si + 8), *a1);
+}
+
+/* One row x four panels (decode): 8 int32 accumulators per group, the float terms in memory. */
+AVX2 static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs, int32_t zero, const imat *m, int panel) {
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    size_t steps = (size_t)m->half, bytes = type == KERN_I8 ? 32 : 16;
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        __m256i d[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
+        for (int st = b; st < e; st++) {
+            __m256i xv = _mm256_set1_epi32(xp[st]);
+            if (!(st & 1))
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes + 1024, _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                __m256i lo, hi;
+                i_step(type, m->w, (size_t)(panel + p) * steps + (size_t)st, &lo, &hi);
+                d[2 * p] = _mm256_add_epi32(d[2 * p], _mm256_madd_epi16(lo, xv));
+                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_madd_epi16(hi, xv));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) i_join(m, panel + p, g, zero, d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
+    }
+    __m256 s = _mm256_set1_ps(xs);
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+        store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
+}
+
+/* R rows (1..6) x one panel over the pair steps sb .. se-1 widened in blk (int16, 32 per step), which
+ * cover groups g0 .. g1-1 whole, or part of one long group g0 (g1 = g0 + 1): then carry holds the
+ * rows' int32 sums between blocks ([R][16], read when cont, written unless the group ends there).
+ * A group's end joins its terms to the float sums kept in y (read back unless it is the first
+ * group); the last group's end multiplies them by the rows' scales. */
+AVX2 static INLINE void i_tile(float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb, int se,
+                               const imat *m, int panel, int g0, int g1, int R, int cols, int32_t *carry, int cont) {
+    const int32_t *xp = x->pairs + (size_t)r0 * m->half;
+    for (int g = g0; g < g1; g++) {
+        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
+        __m256i d0[6], d1[6];
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
+            d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
+        }
+        for (int st = b; st < e; st++) {
+            const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
+            __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
+                d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
+                d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
+            }
+        }
+        if (e < ge) { /* the group goes on in the next block */
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
+                _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
+            }
+            return;
+        }
+        int last = g == m->n_groups - 1;
+        for (int r = 0; r < R; r++) {
+            float *yo = y + (size_t)r * ldy;
+            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0, &a1);
+            if (last) {
+                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
+                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
+            }
+            store_cols(yo, a0, a1, cols);
+        }
+    }
+}
+
+/* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
+ * a long group's int32 sums carried between blocks: 3 KiB. */
+#define I_BLOCK 256
+
+AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n, int k,
+                                 int ob, int oe) {
+    int n_groups = kern_q_groups(k, km->group);
+    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group};
+    size_t bytes = type == KERN_I8 ? 32 : 16;
+    int p0 = ob;
+    if (n == 1)
+        for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL)
+            i_gemv4(type, y + p0, x->pairs, x->scale[0], x->zero[0], &m, p0 / KERN_PANEL);
+    int16_t blk[I_BLOCK * 32] __attribute__((aligned(32)));
+    int32_t carry[Q_ROWS * 16];
+    int per = m.group / 2 <= I_BLOCK ? I_BLOCK / (m.group / 2) : 0; /* whole groups per block, or 0: long groups */
+    for (; p0 < oe; p0 += KERN_PANEL) {
+        int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
+        const uint8_t *wp = m.w + (size_t)panel * m.half * bytes;
+        for (int r0 = 0; r0 < n; r0 += per ? n : Q_ROWS) { /* long groups: rows in blocks, sums carried */
+            int rows = per ? n : (n - r0 < Q_ROWS ? n - r0 : Q_ROWS);
+            for (int g0 = 0; g0 < n_groups; g0 += per ? per : 1) {
+                int g1 = per ? (g0 + per < n_groups ? g0 + per : n_groups) : g0 + 1;
+                int gs = g0 * m.group / 2, ge = (g1 * m.group < k ? g1 * m.group : k) / 2;
+                for (int sb = gs; sb < ge; sb += I_BLOCK) {
+                    int se = ge - sb < I_BLOCK ? ge : sb + I_BLOCK;
+                    for (int st = sb; st < se; st++) {
+                        __m256i lo, hi;
+                        i_step(type, wp, (size_t)st, &lo, &hi);
+                        _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32), lo);
+                        _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32 + 16), hi);
+                    }
+                    int r = r0, end = r0 + rows, cont = sb > gs;
+#define I_TILE(R) i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
+                    for (; r + 6 <= end; r += 6) I_TILE(6);
+                    switch (end - r) { /* the tail, with the row count known to the compiler */
+                    case 5: I_TILE(5); break;
+                    case 4: I_TILE(4); break;
+                    case 3: I_TILE(3); break;
+                    case 2: I_TILE(2); break;
+                    case 1: I_TILE(1); break;
+                    }
+#undef I_TILE
+                }
+            }
+        }
+    }
+}
+
+AVX2 static void matmul_i8(float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_i(KERN_I8, y, ldy, x, m, n, k, ob, oe);
+}
+AVX2 static void matmul_i4(float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_i(KERN_I4, y, ldy, x, m, n, k, ob, oe);
+}
+
 AVX2 static void matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
     matmul_q(KERN_Q8, y, ldy, x, m, n, k, ob, oe);
@@ -483,6 +748,17 @@ const char *kern_init(void) {
 void kern_force_portable(int on) {
     force_portable = on;
     kern_init();
+}
+
+void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
+#ifdef KERN_X86
+    if (!use_portable) {
+        if (w->type == KERN_I8) matmul_i8(y, ldy, x, w, n, d, k, o_begin, o_end);
+        else matmul_i4(y, ldy, x, w, n, d, k, o_begin, o_end);
+        return;
+    }
+#endif
+    kern_matmul_i_ref(y, ldy, x, w, n, d, k, o_begin, o_end);
 }
 
 void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {

@@ -11,8 +11,11 @@
 const char *kern_init(void);
 
 /* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one f32 scale
- * per group of values along k (a weight is value * scale). */
-enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8 = 3, KERN_Q4 = 4 };
+ * per group of values along k (a weight is value * scale); activations stay f32. I8 and I4 hold
+ * the same values in the layout of integer dot products with int8 activations (kern_matmul_i). */
+enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8 = 3, KERN_Q4 = 4, KERN_I8 = 5, KERN_I4 = 6 };
+static inline int kern_is_quantized(int type) { return type >= KERN_Q8; }
+static inline int kern_is_int_dot(int type) { return type == KERN_I8 || type == KERN_I4; }
 /* Bytes per element of a float weight type (f32, f16, bf16). */
 size_t kern_wsize(int wtype);
 
@@ -26,7 +29,12 @@ uint16_t kern_f32_to_bf16(float f);
  * values W[16p + j][kk], j = 0..15, next to each other (rows past d are zero). Element (o, kk) is at
  * ((o / 16) * k + kk) * 16 + o % 16. One step of the micro-kernel reads 16 consecutive weights.
  * Q4 packs the 16 values of a step into 8 bytes: byte j holds row j in its low nibble and row j + 8
- * in its high nibble, each stored as value + 8 (0..15). */
+ * in its high nibble, each stored as value + 8 (0..15).
+ * I8 and I4 (k even) step over pairs of kk instead: pair step s of panel p holds, for j = 0..15, the
+ * values (16p + j, 2s) and (16p + j, 2s + 1) next to each other: element (o, kk) is value number
+ * ((o / 16) * k/2 + kk/2) * 32 + (o % 16) * 2 + kk % 2. I8 stores it as a byte; I4 packs a step's 32
+ * values into 16 bytes, value i of the step in the low nibble of byte i % 16 when i < 16, else in
+ * the high nibble, as value + 8. */
 #define KERN_PANEL 16
 static inline size_t kern_packed_index(int o, int kk, int k) {
     return ((size_t)(o / KERN_PANEL) * (size_t)k + (size_t)kk) * KERN_PANEL + (size_t)(o % KERN_PANEL);
@@ -41,13 +49,32 @@ typedef struct kern_mat {
                            * kern_packed_index(o, g, n_groups); NULL otherwise */
     int type;             /* KERN_* */
     int group;            /* Q8, Q4: values per scale along k: group g covers kk in [g*group, (g+1)*group) */
+    const float *act;     /* I8, I4: NULL for activations quantized per row at run time, or [2] the
+                           * static scale and zero point of the input (calibrated) */
+    const float *wsum;    /* I8, I4 with act: [packed rows, n_groups] each group's sum of values */
 } kern_mat;
+
+/* Integer-dot matrices sum at most this many products per group in int32 (2^15 * 2^15 * 2^15/2). */
+#define KERN_INT_GROUP_MAX 32768
+
+/* Index of value (o, kk) of an I8 matrix (the I4 value number: its byte is computed from it). */
+static inline size_t kern_pair_index(int o, int kk, int k) {
+    return (((size_t)(o / KERN_PANEL) * (size_t)(k / 2) + (size_t)(kk / 2)) * KERN_PANEL + (size_t)(o % KERN_PANEL)) * 2 +
+           (size_t)(kk % 2);
+}
 
 /* Groups of a quantized row of k values, and the group size they get. A requested group size
  * that does not divide k becomes ceil(k / ceil(k / requested)), so every group but the last is
  * full and the size follows from k and the number of scales alone: the file stores no sizes. */
 static inline int kern_q_groups(int k, int group) { return (k + group - 1) / group; }
 static inline int kern_q_group_of(int k, int n_groups) { return (k + n_groups - 1) / n_groups; }
+
+/* The group size to use for a request: the largest size <= want (and even when `even`, as integer-dot
+ * matrices need whole pairs) that kern_q_group_of gives back from its own group count. */
+int kern_q_group_fit(int k, int want, int even);
+/* wsum[kern_packed_index(o, g, n_groups)] = the sum of group g's stored values of row o, for the
+ * packed rows of a quantized matrix m [d, k] (the zero-point correction of static activations). */
+void kern_group_sums(float *wsum, const kern_mat *m, int d, int k);
 
 /* Weight (o, kk) as f32: for Q8 and Q4 the float product value * scale (one rounding). */
 float kern_mat_at(const kern_mat *m, int o, int kk, int k);
@@ -60,6 +87,29 @@ void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
  * magnitude to 127 (values -127..127); Q4 maps its largest-magnitude value to -8 as GGML's Q4_0
  * does (values -8..7). Returns the group size used. */
 int kern_quantize(void *q, float *scales, int type, const float *src, int d, int k, int group);
+/* The stored value (o, kk) of a quantized matrix (-128..127 for Q8/I8, -8..7 for Q4/I4). */
+int kern_qvalue(const kern_mat *m, int o, int kk, int k);
+/* Moves a Q8 or Q4 matrix (values and scales, as kern_quantize wrote them) into the I8 or I4
+ * layout: dst holds as many bytes as q. k must be even. */
+void kern_to_int_dot(void *dst, const void *q, int type, int d, int k);
+
+/* int8 activations of an integer-dot matrix: x[r, kk] ~ scale[r] * (value - zero[r]). */
+typedef struct kern_qx {
+    int32_t *pairs; /* [n, k/2]: values (r, 2i) and (r, 2i+1) as the low and high int16 of one word */
+    float *scale;   /* [n] */
+    int32_t *zero;  /* [n] */
+} kern_qx;
+/* Quantizes x[n, k] (k even): per row with scale max|x|/127 and zero 0 (values -127..127) when
+ * stat is NULL, else with stat[0] as the scale and stat[1] as the zero point (values clamped to
+ * -128..127). Rounds to nearest, halves away from zero. */
+void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
+/* y[r, o] = scale[r] * sum over groups g of scale(o, g) * (dot_g - zero[r] * wsum(o, g)), where dot_g
+ * is the exact int32 sum of value(r, kk) * value(o, kk) over the group; the groups' terms join one
+ * FMA chain in order, and the last multiply by scale[r] rounds once more. W is I8 or I4; the
+ * other arguments are as kern_matmul's. The AVX2 kernel equals the twin bit for bit. */
+void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
+void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                       int o_end);
 /* Stores one Q4 value (-8..7) of a packed matrix. */
 static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
     size_t step = (size_t)(o / KERN_PANEL) * (size_t)k + (size_t)kk;
