@@ -885,7 +885,9 @@ static int cmd_quantize(int argc, char **argv) {
     if (!in) return die_usage("give the program to quantize");
     if (!out) return die_usage("-o OUT.etch is required");
     if (!o.scheme) return die_usage("--scheme 8w|4w is required");
-    if (strcmp(o.scheme, "8w") && strcmp(o.scheme, "4w")) return die_usage("--scheme expects 8w or 4w, got '%s'", o.scheme);
+    if (strcmp(o.scheme, "8w") && strcmp(o.scheme, "4w") && strcmp(o.scheme, "8da8w") && strcmp(o.scheme, "8da4w") &&
+        strcmp(o.scheme, "a8w8"))
+        return die_usage("--scheme expects 8w, 4w, 8da8w, 8da4w or a8w8, got '%s'", o.scheme);
     if (o.qembedding && strcmp(o.qembedding, "8w") && strcmp(o.qembedding, "4w"))
         return die_usage("--qembedding expects 8w or 4w, got '%s'", o.qembedding);
     etch_error err;

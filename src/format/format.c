@@ -29,6 +29,8 @@ const char *fmt_dtype_name(uint32_t dtype) {
     case FMT_DT_BF16: return "bf16";
     case FMT_DT_Q8: return "q8";
     case FMT_DT_Q4: return "q4";
+    case FMT_DT_I8: return "i8";
+    case FMT_DT_I4: return "i4";
     }
     return "unknown";
 }
@@ -37,8 +39,8 @@ uint32_t fmt_dtype_bits(uint32_t dtype) {
     switch (dtype) {
     case FMT_DT_F32: return 32;
     case FMT_DT_F16: case FMT_DT_BF16: return 16;
-    case FMT_DT_Q8: return 8;
-    case FMT_DT_Q4: return 4;
+    case FMT_DT_Q8: case FMT_DT_I8: return 8;
+    case FMT_DT_Q4: case FMT_DT_I4: return 4;
     }
     return 0;
 }

@@ -23,9 +23,9 @@
 enum { FMT_I32 = 1, FMT_F32 = 2, FMT_STR = 3, FMT_BYTES = 4 };
 
 /* Tensor element types. */
-enum { FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_BF16 = 2, FMT_DT_Q8 = 3, FMT_DT_Q4 = 4 };
+enum { FMT_DT_F32 = 0, FMT_DT_F16 = 1, FMT_DT_BF16 = 2, FMT_DT_Q8 = 3, FMT_DT_Q4 = 4, FMT_DT_I8 = 5, FMT_DT_I4 = 6 };
 const char *fmt_dtype_name(uint32_t dtype);
-/* Bits per element (q8: int8, q4: two 4-bit values per byte), 0 for an unknown dtype. */
+/* Bits per element (q8, i8: int8; q4, i4: two 4-bit values per byte), 0 for an unknown dtype. */
 uint32_t fmt_dtype_bits(uint32_t dtype);
 /* *nbytes = the bytes of count elements of dtype. 0 when dtype is unknown, the size overflows, or
  * a q4 tensor has an odd count (its bytes hold whole pairs). */

@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* A scheme's weight type and default group: 8w per output channel, 4w groups of 32. */
+/* A scheme's weight type and default group (0: one per output channel). Weight-only: 8w, 4w;
+ * int8 activations quantized per token at run time: 8da8w, 8da4w; static int8 activations: a8w8. */
 static int scheme_type(const char *s, int *wtype, int *group) {
     if (!strcmp(s, "8w")) return *wtype = KERN_Q8, *group = 0, 1;
     if (!strcmp(s, "4w")) return *wtype = KERN_Q4, *group = 32, 1;
+    if (!strcmp(s, "8da8w") || !strcmp(s, "a8w8")) return *wtype = KERN_I8, *group = 0, 1;
+    if (!strcmp(s, "8da4w")) return *wtype = KERN_I4, *group = 32, 1;
     return 0;
 }
 
@@ -42,11 +45,17 @@ static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qt
                          fmt_dtype_name(t->dtype));
     if (t->dims[0] > (1u << 24) || t->dims[1] > (1u << 24) || t->dims[0] * t->dims[1] > ((uint64_t)1 << 34))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' is too large to quantize", t->name);
-    int d = (int)t->dims[0], k = (int)t->dims[1];
+    int d = (int)t->dims[0], k = (int)t->dims[1], int_dot = kern_is_int_dot(wtype);
+    if (int_dot && k % 2)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' has %d columns: int8-activation schemes need an even number",
+                         t->name, k);
     if (group <= 0 || group > k) group = k;
+    if (int_dot && group > KERN_INT_GROUP_MAX) group = KERN_INT_GROUP_MAX;
+    group = kern_q_group_fit(k, group, int_dot);
     int n_groups = kern_q_groups(k, group);
     float *rows = base_malloc((size_t)d * k * sizeof *rows);
-    out->q = base_malloc(wtype == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2);
+    int eight = wtype == KERN_Q8 || wtype == KERN_I8;
+    out->q = base_malloc(eight ? (size_t)d * k : (size_t)d * k / 2);
     out->scales = base_malloc((size_t)d * n_groups * sizeof *out->scales);
     if (!rows || !out->q || !out->scales) {
         base_free(rows), base_free(out->q), base_free(out->scales);
@@ -55,7 +64,13 @@ static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qt
     }
     kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
-    kern_quantize(out->q, out->scales, wtype, rows, d, k, group);
+    int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
+    kern_quantize(out->q, out->scales, qtype, rows, d, k, group);
+    if (int_dot) { /* the same values in the integer-dot layout, through the f32 buffer's bytes */
+        size_t bytes = eight ? (size_t)d * k : (size_t)d * k / 2;
+        kern_to_int_dot(rows, out->q, qtype, d, k);
+        memcpy(out->q, rows, bytes);
+    }
     base_free(rows);
     out->dims[0] = out->sdims[0] = (uint64_t)d;
     out->dims[1] = (uint64_t)k;
@@ -77,12 +92,13 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     if (!in_path || !out_path || !opt || !opt->scheme) return base_fail(err, ETCH_ERR_ARG, "etch_quantize: NULL argument");
     int wtype, group, etype = -1, egroup = 0;
     if (!scheme_type(opt->scheme, &wtype, &group))
-        return base_fail(err, ETCH_ERR_ARG, "scheme '%s' is not one of 8w, 4w", opt->scheme);
+        return base_fail(err, ETCH_ERR_ARG, "scheme '%s' is not one of 8w, 4w, 8da8w, 8da4w, a8w8", opt->scheme);
     if (opt->group_size < 0 || opt->group_size > (1 << 20))
         return base_fail(err, ETCH_ERR_ARG, "group size %d is outside 0..%d", opt->group_size, 1 << 20);
     if (opt->group_size) group = opt->group_size;
-    if (opt->qembedding && !scheme_type(opt->qembedding, &etype, &egroup))
+    if (opt->qembedding && (strcmp(opt->qembedding, "8w") && strcmp(opt->qembedding, "4w")))
         return base_fail(err, ETCH_ERR_ARG, "embedding scheme '%s' is not one of 8w, 4w", opt->qembedding);
+    if (opt->qembedding) scheme_type(opt->qembedding, &etype, &egroup);
     if (etype >= 0 && opt->group_size && etype == wtype) egroup = opt->group_size;
     if (!strcmp(in_path, out_path))
         return base_fail(err, ETCH_ERR_ARG, "%s: the output would replace the input; give another path", out_path);
@@ -130,7 +146,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         if ((st = quantize_matrix(t, type, g, &qt[i], err))) break;
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", name);
-        fmt_add_tensor(w, name, type == KERN_Q8 ? FMT_DT_Q8 : FMT_DT_Q4, 2, qt[i].dims, qt[i].q);
+        static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
+        fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
         fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
     }
     if (!st) st = fmt_writer_write(w, out_path, err);

@@ -32,6 +32,7 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
         {&s->k_tmp, tmp_rows * kv_dim},  {&s->v_tmp, tmp_rows * kv_dim},
         {&s->k_cache, cache_rows * kv_dim}, {&s->v_cache, cache_rows * kv_dim},
+        {&s->qx.scale, c->int_dot ? rows : 0},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         *plan[i].p = base_calloc(plan[i].n, sizeof(float));
@@ -43,6 +44,16 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         s->bytes += plan[i].n * sizeof(float);
     }
     s->kv_bytes = 2 * cache_rows * kv_dim * sizeof(float);
+    if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
+        size_t widest = wide > (size_t)c->hidden_dim ? wide : (size_t)c->hidden_dim;
+        s->qx.pairs = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.pairs);
+        s->qx.zero = base_calloc(rows, sizeof *s->qx.zero);
+        if (!s->qx.pairs || !s->qx.zero) {
+            model_state_free(s);
+            return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the int8 activations");
+        }
+        s->bytes += rows * (widest / 2 + 1) * sizeof *s->qx.pairs + rows * sizeof *s->qx.zero;
+    }
     return ETCH_OK;
 }
 
@@ -50,6 +61,7 @@ void model_state_free(model_state *s) {
     if (!s) return;
     base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
     base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
+    base_free(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero);
     memset(s, 0, sizeof *s);
 }
 
@@ -69,13 +81,16 @@ typedef struct mm_job {
     const float *x;
     const kern_mat *w;
     int n, d, k;
+    const kern_qx *qx; /* x as int8, for I8/I4 matrices */
 } mm_job;
 
 static void mm_task(void *ctx, int i, int nw) {
     const mm_job *j = ctx;
     int b, e;
     base_split(j->d, nw, i, KERN_PANEL, &b, &e);
-    if (b < e) kern_matmul(j->y, j->d, j->x, j->w, j->n, j->d, j->k, b, e);
+    if (b >= e) return;
+    if (kern_is_int_dot(j->w->type)) kern_matmul_i(j->y, j->d, j->qx, j->w, j->n, j->d, j->k, b, e);
+    else kern_matmul(j->y, j->d, j->x, j->w, j->n, j->d, j->k, b, e);
 }
 
 /* Several matmuls over the same input in one parallel region (q, k, v; gate, up): one barrier
@@ -94,9 +109,18 @@ static void mm_group_task(void *ctx, int i, int nw) {
  * more than the work (stories260K's 64 x 64 layers). */
 #define MM_PARALLEL_MIN (1 << 18)
 
-/* y[n, d] = x[n, k] . W^T over the pool. */
-static void matmul(base_pool *pool, float *y, const float *x, const kern_mat *w, int n, int d, int k) {
-    mm_job j = {y, x, w, n, d, k};
+/* One site: the observer sees x[n, k]; an integer-dot matrix gets x as int8 (per row, or with its
+ * static parameters; matrices that share a site share them). Returns what the jobs read. */
+static const kern_qx *site_input(model_state *s, int layer, int site, const float *x, int n, int k, const kern_mat *w) {
+    if (s->observe) s->observe(s->observe_user, layer, site, x, n, k);
+    if (!kern_is_int_dot(w->type)) return NULL;
+    kern_quantize_x(&s->qx, x, n, k, w->act);
+    return &s->qx;
+}
+
+/* y[n, d] = x[n, k] . W^T over the pool, x as float or as int8 (qx). */
+static void matmul(base_pool *pool, float *y, const float *x, const kern_qx *qx, const kern_mat *w, int n, int d, int k) {
+    mm_job j = {y, x, w, n, d, k, qx};
     if ((int64_t)n * d * k < MM_PARALLEL_MIN) mm_task(&j, 0, 1);
     else base_pool_run(pool, mm_task, &j);
 }
@@ -170,9 +194,10 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
         /* attention: q, k, v for all n rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
-        mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim},
-                         {k_rows, s->xb, &L->wk, n, kv_dim, dim},
-                         {v_rows, s->xb, &L->wv, n, kv_dim, dim}}, 3};
+        const kern_qx *qx = site_input(s, l, MODEL_SITE_QKV, s->xb, n, dim, &L->wq);
+        mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim, qx},
+                         {k_rows, s->xb, &L->wk, n, kv_dim, dim, qx},
+                         {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx}}, 3};
         if ((int64_t)n * (q_dim + 2 * kv_dim) * dim < MM_PARALLEL_MIN) mm_group_task(&qkv, 0, 1);
         else base_pool_run(pool, mm_group_task, &qkv);
         if (c->qkv_bias) {
@@ -194,28 +219,40 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
-        matmul(pool, s->proj, s->xb, &L->wo, n, dim, q_dim);
+        qx = site_input(s, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo);
+        matmul(pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(act(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
-        mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim},
-                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim}}, 2};
+        qx = site_input(s, l, MODEL_SITE_GATE_UP, s->xb, n, dim, &L->w_up);
+        mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx},
+                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx}}, 2};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
         else base_pool_run(pool, mm_group_task, &ffn);
         gate_job gj = {s->hb, s->hb2, n * c->hidden_dim, c->act};
         if (n * c->hidden_dim < (1 << 14)) gate_task(&gj, 0, 1);
         else base_pool_run(pool, gate_task, &gj);
-        matmul(pool, s->proj, s->hb, &L->w_down, n, dim, c->hidden_dim);
+        qx = site_input(s, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down);
+        matmul(pool, s->proj, s->hb, qx, &L->w_down, n, dim, c->hidden_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_ffn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
 
+    if (!logits && !s->observe) return;
+    /* The classifier runs only on the rows asked for: the last one, unless all are wanted. An
+     * observer sees the classifier's input of every row all the same (the norm is cheap). */
+    int first = all_logits ? 0 : n - 1, rows = n - first, normed = s->observe ? 0 : first;
+    kern_rmsnorm(s->xb, s->x + (size_t)normed * dim, w->out_norm, n - normed, dim, c->norm_eps);
+    if (s->observe) s->observe(s->observe_user, c->n_layers, MODEL_SITE_OUTPUT, s->xb, n, dim);
     if (!logits) return;
-    /* The classifier runs only on the rows asked for: the last one, unless all are wanted. */
-    int first = all_logits ? 0 : n - 1, rows = n - first;
-    kern_rmsnorm(s->xb, s->x + (size_t)first * dim, w->out_norm, rows, dim, c->norm_eps);
-    matmul(pool, logits, s->xb, &w->output, rows, c->vocab_size, dim);
+    const float *in = s->xb + (size_t)(first - normed) * dim;
+    const kern_qx *qx = NULL;
+    if (kern_is_int_dot(w->output.type)) {
+        kern_quantize_x(&s->qx, in, rows, dim, w->output.act);
+        qx = &s->qx;
+    }
+    matmul(pool, logits, in, qx, &w->output, rows, c->vocab_size, dim);
     if (c->final_softcap > 0) kern_softcap(logits, (size_t)rows * c->vocab_size, c->final_softcap);
 }

@@ -27,7 +27,15 @@ typedef struct model_config {
     const int32_t *window;  /* [n_layers]: 0 for full attention, else the layer's sliding window */
     const int32_t *kv_rows; /* [n_layers]: cache rows of the layer: max_context_len, or a ring for a window */
     const float *inv_freq_local; /* [head_dim / 2] RoPE frequencies of windowed layers (Gemma: their own base) */
+    int int_dot;         /* some matrices are I8/I4: sessions keep int8 activations */
 } model_config;
+
+/* Where the inputs of the linear layers are, for observers (calibration): the input of q, k and v;
+ * of the attention output projection; of gate and up; of down; of the classifier (layer n_layers). */
+enum { MODEL_SITE_QKV = 0, MODEL_SITE_WO = 1, MODEL_SITE_GATE_UP = 2, MODEL_SITE_DOWN = 3, MODEL_SITE_OUTPUT = 4,
+       MODEL_N_SITES = 5 };
+/* Sees x[n, k], the rows a forward call feeds to the linear layers at one site of one layer. */
+typedef void (*model_observer)(void *user, int layer, int site, const float *x, int n, int k);
 
 enum { MODEL_ACT_SILU = 0, MODEL_ACT_GELU_TANH = 1 };
 
@@ -76,6 +84,9 @@ typedef struct model_state {
     float *k_cache;  /* [sum over layers of kv_rows[l], kv_dim]: layer l's rows start at kv_off[l] */
     float *v_cache;  /* same shape */
     size_t *kv_off;  /* [n_layers] first row of each layer */
+    kern_qx qx;      /* int8 activations [max_seq_len, widest input / 2] when the program has I8/I4 matrices */
+    model_observer observe; /* NULL, or called at every site of every forward call */
+    void *observe_user;
     size_t kv_bytes; /* the K and V caches */
     size_t bytes;    /* total allocated */
 } model_state;

@@ -150,7 +150,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     model_config *c = &p->cfg;
     *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
                         m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, 0, 0,
-                        MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL};
+                        MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL, 0};
     const char *act;
     float qpas = (float)m->head_dim;
     if ((st = opt_i32(p, path, "qkv_bias", 0, 1, 0, &c->qkv_bias, err)) ||
@@ -227,19 +227,24 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     return ETCH_OK;
 }
 
-/* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4 with its scales
- * in '<name>.scale', f32 [padded rows, n_groups], the group size following from cols and n_groups. */
-static etch_status need_matrix(const etch_program *p, const char *path, const char *name, uint64_t rows,
-                               uint64_t cols, kern_mat *m, etch_error *err) {
+/* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4/i8/i4 with its
+ * scales in '<name>.scale', f32 [padded rows, n_groups], the group size following from cols and
+ * n_groups. i8/i4 (int8 activations) need an even cols and even groups of at most
+ * KERN_INT_GROUP_MAX, and may carry static activation parameters '<name>.act' (f32 [2]: scale,
+ * zero point) with their group sums '<name>.wsum' (f32, shaped as the scales). */
+static etch_status need_matrix(etch_program *p, const char *path, const char *name, uint64_t rows, uint64_t cols,
+                               kern_mat *m, etch_error *err) {
     const fmt_tensor *t = fmt_find_tensor(&p->file, name);
     if (!t) return base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
     static const int kern_of[] = {[FMT_DT_F32] = KERN_F32, [FMT_DT_F16] = KERN_F16, [FMT_DT_BF16] = KERN_BF16,
-                                  [FMT_DT_Q8] = KERN_Q8, [FMT_DT_Q4] = KERN_Q4};
+                                  [FMT_DT_Q8] = KERN_Q8, [FMT_DT_Q4] = KERN_Q4, [FMT_DT_I8] = KERN_I8,
+                                  [FMT_DT_I4] = KERN_I4};
     *m = (kern_mat){0};
     m->type = kern_of[t->dtype]; /* the reader admits only known dtypes */
-    etch_status st = need_tensor(p, path, name, t->dtype, (uint64_t)kern_packed_rows((int)rows), cols, &m->w, err);
-    if (st || (t->dtype != FMT_DT_Q8 && t->dtype != FMT_DT_Q4)) return st;
-    char sname[80];
+    uint64_t prows = (uint64_t)kern_packed_rows((int)rows);
+    etch_status st = need_tensor(p, path, name, t->dtype, prows, cols, &m->w, err);
+    if (st || !kern_is_quantized(m->type)) return st;
+    char sname[96];
     snprintf(sname, sizeof sname, "%s.scale", name);
     const fmt_tensor *s = fmt_find_tensor(&p->file, sname);
     if (!s || s->ndim != 2 || s->dims[1] < 1 || s->dims[1] > cols)
@@ -250,12 +255,34 @@ static etch_status need_matrix(const etch_program *p, const char *path, const ch
     if (kern_q_groups((int)cols, m->group) != n_groups)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has %d groups, which no group size gives for %llu columns",
                          path, sname, n_groups, (unsigned long long)cols);
-    return need_tensor(p, path, sname, FMT_DT_F32, (uint64_t)kern_packed_rows((int)rows), (uint64_t)n_groups,
-                       (const void **)&m->scales, err);
+    if ((st = need_tensor(p, path, sname, FMT_DT_F32, prows, (uint64_t)n_groups, (const void **)&m->scales, err)))
+        return st;
+    if (!kern_is_int_dot(m->type)) return ETCH_OK;
+    if (cols % 2 || m->group % 2 || m->group > KERN_INT_GROUP_MAX)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' (%s) has %llu columns in groups of %d: integer-dot matrices need "
+                         "even columns and even groups of at most %d", path, name, fmt_dtype_name(t->dtype),
+                         (unsigned long long)cols, m->group, KERN_INT_GROUP_MAX);
+    p->cfg.int_dot = 1;
+    snprintf(sname, sizeof sname, "%s.act", name);
+    if (!fmt_find_tensor(&p->file, sname)) return ETCH_OK;
+    if ((st = need_tensor(p, path, sname, FMT_DT_F32, 2, 0, (const void **)&m->act, err))) return st;
+    /* a scale that is positive and finite, a zero point that is an integer in int8's range */
+    if (!(m->act[0] > 0 && m->act[0] < 1e30f) || !(m->act[1] >= -128 && m->act[1] <= 127) || m->act[1] != (float)(int)m->act[1])
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' = (%g, %g) is not a positive scale and an int8 zero point", path,
+                         sname, m->act[0], m->act[1]);
+    snprintf(sname, sizeof sname, "%s.wsum", name);
+    if ((st = need_tensor(p, path, sname, FMT_DT_F32, prows, (uint64_t)n_groups, (const void **)&m->wsum, err)))
+        return st;
+    /* The sums are used in int32 arithmetic: each must be an integer a group of int8 values can make. */
+    for (uint64_t i = 0; i < prows * (uint64_t)n_groups; i++)
+        if (!(fabsf(m->wsum[i]) <= 128.0f * (float)m->group) || m->wsum[i] != (float)(int32_t)m->wsum[i])
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' entry %llu (%g) is not a sum of %d int8 values", path, sname,
+                             (unsigned long long)i, m->wsum[i], m->group);
+    return ETCH_OK;
 }
 
 static etch_status load_weights(etch_program *p, const char *path, etch_error *err) {
-    const model_config *c = &p->cfg;
+    model_config *c = &p->cfg;
     uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim, hd = (uint64_t)c->head_dim;
     uint64_t kv_dim = (uint64_t)c->n_kv_heads * c->head_dim, hid = (uint64_t)c->hidden_dim;
     model_weights *w = &p->w;
