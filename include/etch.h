@@ -171,17 +171,49 @@ etch_status etch_export_gguf(const char *path, const char *out_path, const etch_
 
 /* ---------------------------------------------------------------- quantization */
 
+/* What calibration saw (a8w8). */
+typedef struct etch_calib_report {
+    int32_t samples;         /* calibration samples run */
+    int64_t tokens;          /* tokens the observers saw (prompt, answer and, in generate mode, generated) */
+    int64_t generated;       /* of them, generated one at a time (generate mode) */
+    double seconds;          /* wall time of the forward calls and observers */
+    int32_t n_special;       /* the vocabulary's special and added tokens (control, user-defined) */
+    int32_t n_special_seen;  /* of them, how many the calibration tokens contained */
+    char missing[2048];      /* the others, space-separated ("..." when cut short) */
+} etch_calib_report;
+
 typedef struct etch_quantize_options {
-    const char *scheme;     /* "8w": int8 weights, one scale per output channel; "4w": int4 weights,
-                               one scale per group of group_size values along the input */
-    int32_t group_size;     /* 0: the scheme's (8w: the whole row; 4w: 32) */
+    const char *scheme;     /* weight-only (activations stay f32): "8w" int8 weights, one scale per
+                               output channel; "4w" int4 weights, one scale per group_size inputs.
+                               int8 activations, integer dot products: "8da8w", "8da4w" (activations
+                               quantized per token at run time); "a8w8" (static per-tensor scale and
+                               zero point from calibration, with per-channel int8 weights) */
+    int32_t group_size;     /* 0: the scheme's (one per row for 8w, 8da8w, a8w8; 32 for 4w, 8da4w) */
     const char *qembedding; /* NULL: the embedding table stays as it is; "8w" or "4w": quantized too
                                (tied embeddings then stay tied; without it a tied table gives the
                                output layer its own quantized copy) */
+    /* Calibration (a8w8; refused for the other schemes, which have no static ranges). Samples:
+     * plain text files (.txt: chunked to the context), JSON or JSON Lines (.json, .jsonl): strings,
+     * or {"text": ...}, or chat samples {"messages": [{"role", "content", "reasoning_content"?}]}
+     * rendered with the program's chat template, answers and special tokens included. */
+    const char *const *calib_files;
+    int32_t n_calib_files;
+    const char *calib_mode; /* NULL or "prefill": each sample in one batched prefill; "generate":
+                               then gen_tokens greedy tokens one at a time, observed too */
+    const char *observer;   /* NULL or "minmax"; "moving-average" (of each forward call's min and
+                               max, constant 0.01); "percentile" (0.01% and 99.99%); "mse" (the
+                               clipping range with the least squared rounding and clipping error) */
+    int32_t calib_limit;    /* 0: every sample; N: the first N */
+    int32_t gen_tokens;     /* generate mode: tokens per sample (0: 128) */
+    int32_t threads;        /* calibration's threads (0: the physical cores) */
+    etch_calib_report *report;                       /* NULL, or filled after calibration */
+    void (*report_line)(void *user, const char *line); /* NULL, or each observed site's range, a line each */
+    void (*progress)(void *user, int64_t done, int64_t total); /* NULL, or tokens calibrated so far */
+    void *user;
 } etch_quantize_options;
 
-/* Writes a copy of the program at in_path whose linear layers are quantized (weight-only: the
- * activations stay f32). The input must have float weights. Nothing is written on failure. */
+/* Writes a copy of the program at in_path whose linear layers are quantized. The input must have
+ * float weights. Nothing is written on failure. */
 etch_status etch_quantize(const char *in_path, const char *out_path, const etch_quantize_options *opt,
                           etch_error *err);
 

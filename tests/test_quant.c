@@ -31,7 +31,7 @@ static const char *tmp_path(const char *name) {
 
 static const char *quantize(const char *in, const char *name, const char *scheme, int group, const char *qembd) {
     const char *out = tmp_path(name);
-    etch_quantize_options o = {scheme, group, qembd};
+    etch_quantize_options o = {.scheme = scheme, .group_size = group, .qembedding = qembd};
     etch_error err;
     if (etch_quantize(in, out, &o, &err) != ETCH_OK) {
         fprintf(stderr, "quantize %s -> %s: %s\n", scheme, name, err.message);
@@ -88,9 +88,124 @@ static int greedy_prefix(const char *path, const char *prompt, cJSON *want) {
     return m;
 }
 
+/* REQUIRE for void functions. */
+#define REQUIRE_V(cond, ...)                                                          \
+    do {                                                                              \
+        if (!check_record(!!(cond), #cond, __FILE__, __LINE__, __VA_ARGS__)) return; \
+    } while (0)
+
 static long file_size(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* The tokens of a text file as the calibration chunks them (one sample here: it fits the context). */
+static int32_t text_tokens(const char *program, const char *path) {
+    etch_program *p;
+    etch_error err;
+    char *text = read_text(path);
+    int32_t *ids, n = -1;
+    if (text && etch_program_open(program, &p, &err) == ETCH_OK) {
+        if (etch_tokenize(p, text, strlen(text), 0, &ids, &n, &err) == ETCH_OK) etch_free(ids);
+        etch_program_close(p);
+    }
+    free(text);
+    return n;
+}
+
+/* a8w8: calibration by prefill and by generation on stories260K; the report's counts; static
+ * parameters in the file; batched, one-token and static programs agree bit for bit. */
+static void test_calibration(const char *f32, const char *f32_static) {
+    const char *files[] = {ETCH_SOURCE_DIR "/tests/data/story.txt"};
+    int32_t n_text = text_tokens(f32, files[0]);
+    for (int mode = 0; mode < 2; mode++) {
+        etch_calib_report r;
+        etch_quantize_options o = {.scheme = "a8w8", .calib_files = files, .n_calib_files = 1, .report = &r,
+                                   .calib_mode = mode ? "generate" : NULL, .gen_tokens = 16,
+                                   .observer = mode ? "percentile" : NULL};
+        const char *out = tmp_path(mode ? "q-a8w8-gen.etch" : "q-a8w8.etch"), *outs = tmp_path("q-a8w8-static.etch");
+        etch_error err;
+        REQUIRE_V(etch_quantize(f32, out, &o, &err) == ETCH_OK, "a8w8 %s: %s", mode ? "generate" : "prefill", err.message);
+        /* the text's tokens plus a BOS per chunk of the context (512), each seen once */
+        int32_t chunks = (n_text + 510) / 511;
+        CHECK(r.samples == chunks && r.tokens == n_text + chunks + r.generated, "%d samples, %lld tokens (text %d)",
+              r.samples, (long long)r.tokens, n_text);
+        CHECK(mode ? r.generated > 0 && r.generated <= 16 * chunks : r.generated == 0, "generated %lld", (long long)r.generated);
+        CHECK(r.n_special == 2 && r.n_special_seen == 1 && !strcmp(r.missing, "</s>"),
+              "coverage: %d of %d, missing '%s' (the BOS <s> is in every sample, the EOS never)", r.n_special_seen,
+              r.n_special, r.missing);
+        CHECK(r.seconds > 0, "timed");
+        printf("a8w8 %s calibration: %d samples, %lld tokens (%lld generated) in %.3f s\n", mode ? "generate" : "prefill",
+               r.samples, (long long)r.tokens, (long long)r.generated, r.seconds);
+        etch_program *p;
+        REQUIRE_V(etch_program_open(out, &p, &err) == ETCH_OK, "%s", err.message);
+        const char *dt = tensor_dtype(p, "blk.0.ffn_down.weight");
+        CHECK(dt && !strcmp(dt, "i8") && tensor_dtype(p, "blk.0.ffn_down.weight.act") && tensor_dtype(p, "output.weight.act") &&
+                  tensor_dtype(p, "blk.0.ffn_down.weight.wsum"),
+              "a8w8: i8 layers with static activation parameters");
+        etch_program_close(p);
+        if (mode) continue;
+        o.report = NULL;
+        REQUIRE_V(etch_quantize(f32_static, outs, &o, &err) == ETCH_OK, "%s", err.message);
+        char *text = read_text(ETCH_SOURCE_DIR "/tests/data/heldout.txt");
+        int32_t *ids, n;
+        REQUIRE_V(etch_program_open(out, &p, &err) == ETCH_OK && etch_tokenize(p, text, strlen(text), 1, &ids, &n, &err) == ETCH_OK, "tokens");
+        size_t bytes = (size_t)LEN * etch_program_meta(p)->vocab_size * sizeof(float);
+        etch_program_close(p);
+        float *a = malloc(bytes), *b = malloc(bytes), *c = malloc(bytes);
+        REQUIRE_V(all_logits(out, ids, 0, a) && all_logits(out, ids, 1, b) && all_logits(outs, ids, 1, c), "a8w8 logits");
+        CHECK(memcmp(a, b, bytes) == 0 && memcmp(a, c, bytes) == 0, "a8w8: batched, one-token and static prefill differ");
+        free(a), free(b), free(c), free(text), etch_free(ids);
+    }
+}
+
+/* Chat samples rendered with the Qwen3 template: the report counts the template's special tokens,
+ * the think block, and names what the data lacks. */
+static void test_chat_calibration(void) {
+    char tok[1100], hf[600], prog[600], chat[600], out[600];
+    snprintf(tok, sizeof tok, "%s/qwen3/tokenizer.json", tokenizers_dir());
+    snprintf(hf, sizeof hf, "%s/q-qwen3-hf", ETCH_TEST_TMP);
+    snprintf(prog, sizeof prog, "%s/q-qwen3.etch", ETCH_TEST_TMP);
+    snprintf(chat, sizeof chat, "%s/q-chat.jsonl", ETCH_TEST_TMP);
+    snprintf(out, sizeof out, "%s/q-qwen3-a8w8.etch", ETCH_TEST_TMP);
+    etch_error err;
+    etch_synth_options so = {"qwen3", "tiny", 2, 64, 128, 2, 1, 32, 256, 5, 0.1f, tok, "hf", "f32", 0};
+    REQUIRE_V(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
+    etch_export_options eo = {256, 64, NULL, NULL};
+    REQUIRE_V(etch_export_hf(hf, prog, &eo, &err) == ETCH_OK, "export: %s", err.message);
+    FILE *f = fopen(chat, "w");
+    REQUIRE_V(f, "write %s", chat);
+    fputs("{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": \"2+2?\"},"
+          " {\"role\": \"assistant\", \"reasoning_content\": \"Add them.\", \"content\": \"4\"}]}\n"
+          "\n"
+          "{\"text\": \"Plain text works too.\"}\n"
+          "\"So does a string.\"\n", f);
+    fclose(f);
+    const char *files[] = {chat};
+    etch_calib_report r;
+    etch_quantize_options o = {.scheme = "a8w8", .calib_files = files, .n_calib_files = 1, .report = &r, .observer = "mse"};
+    REQUIRE_V(etch_quantize(prog, out, &o, &err) == ETCH_OK, "%s", err.message);
+    printf("chat calibration: %d samples, %lld tokens, special tokens seen %d of %d; missing: %.120s...\n", r.samples,
+           (long long)r.tokens, r.n_special_seen, r.n_special, r.missing);
+    CHECK(r.samples == 3, "three samples, %d", r.samples);
+    /* <|im_start|>, <|im_end|>, <think>, </think> are in the rendered conversation */
+    CHECK(r.n_special_seen == 4 && r.n_special > 20, "seen %d of %d", r.n_special_seen, r.n_special);
+    CHECK(strstr(r.missing, "<|endoftext|>") && !strstr(r.missing, "<|im_start|>") && !strstr(r.missing, "<think>"),
+          "missing names <|endoftext|> and not the ones present: %s", r.missing);
+    /* bad samples: a clear error naming the place */
+    f = fopen(chat, "w");
+    fputs("{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}\n", f);
+    fclose(f);
+    CHECK(etch_quantize(prog, out, &o, &err) == ETCH_ERR_FORMAT && strstr(err.message, "q-chat.jsonl:1") &&
+              strstr(err.message, "role"), "%s", err.message);
+    f = fopen(chat, "w");
+    fputs("[1, 2]", f);
+    fclose(f);
+    CHECK(etch_quantize(prog, out, &o, &err) == ETCH_ERR_FORMAT, "not JSON lines: %s", err.message);
+    f = fopen(chat, "w");
+    fputs("caf\xC3(", f);
+    fclose(f);
+    CHECK(etch_quantize(prog, out, &o, &err) == ETCH_ERR_TEXT && strstr(err.message, "UTF-8"), "%s", err.message);
 }
 
 int main(void) {
@@ -189,14 +304,22 @@ int main(void) {
     const char *out = tmp_path("q-bad.etch");
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         remove(out);
-        etch_quantize_options o = {bad[i].scheme, bad[i].group, bad[i].qembd};
+        etch_quantize_options o = {.scheme = bad[i].scheme, .group_size = bad[i].group, .qembedding = bad[i].qembd};
         etch_status st = etch_quantize(bad[i].in, out, &o, &err);
         CHECK(st == bad[i].want && strstr(err.message, bad[i].says), "case %zu: status %d, '%s'", i, st, err.message);
         CHECK(access(out, F_OK) != 0, "case %zu left a file", i);
     }
-    etch_quantize_options same = {"8w", 0, NULL};
+    const char *calib_files[] = {ETCH_SOURCE_DIR "/tests/data/story.txt"};
+    etch_quantize_options a8 = {.scheme = "a8w8"}, w8c = {.scheme = "8w", .calib_files = calib_files, .n_calib_files = 1};
+    remove(out);
+    CHECK(etch_quantize(f32, out, &a8, &err) == ETCH_ERR_ARG && strstr(err.message, "needs calibration"), "%s", err.message);
+    CHECK(etch_quantize(f32, out, &w8c, &err) == ETCH_ERR_ARG && strstr(err.message, "use a8w8"), "%s", err.message);
+    CHECK(access(out, F_OK) != 0, "nothing written");
+    etch_quantize_options same = {.scheme = "8w"};
     CHECK(etch_quantize(f32, f32, &same, &err) == ETCH_ERR_ARG && strstr(err.message, "replace the input"),
           "in place refused: %s", err.message);
     CHECK(file_size(f32) == s32, "the input is intact");
+    test_calibration(f32, f32_static);
+    test_chat_calibration();
     return check_done();
 }

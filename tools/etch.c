@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static const char *cmd_name = "etch";
@@ -844,21 +845,57 @@ static int cmd_synth(int argc, char **argv) {
 /* ------------------------------------------------------------------ quantize */
 
 static const char quantize_help[] =
-    "usage: etch quantize IN.etch -o OUT.etch --scheme 8w|4w [--group-size N] [--qembedding 8w|4w]\n"
+    "usage: etch quantize IN.etch -o OUT.etch --scheme S [--group-size N] [--qembedding 8w|4w]\n"
+    "                     [--calib FILE ...] [--calib-mode prefill|generate] [--gen-tokens N]\n"
+    "                     [--observer minmax|moving-average|percentile|mse] [--calib-limit N] [-t N]\n"
     "\n"
-    "Writes a copy of a program (float weights) with its linear layers quantized, weight-only:\n"
-    "  8w   int8 weights, one scale per output channel (--group-size N: one per N inputs instead)\n"
-    "  4w   int4 weights, one scale per group of 32 inputs (--group-size N to change it)\n"
-    "Activations stay f32: a weight is its stored value times its scale, widened in registers.\n"
+    "Writes a copy of a program (float weights) with its linear layers quantized. Schemes:\n"
+    "  8w      int8 weights, one scale per output channel; activations stay f32\n"
+    "  4w      int4 weights, one scale per group of 32 inputs; activations stay f32\n"
+    "  8da8w   int8 weights per channel x int8 activations quantized per token at run time\n"
+    "  8da4w   int4 weights in groups of 32 x int8 activations per token\n"
+    "  a8w8    int8 weights per channel x int8 activations with a static scale and zero point per\n"
+    "          layer input, calibrated: needs --calib\n"
     "\n"
-    "  --qembedding S   quantize the embedding table too (a tied table then serves the output\n"
-    "                   layer quantized; without it the output layer gets its own quantized copy)\n"
+    "  --group-size N   values per scale along the input (default: the scheme's)\n"
+    "  --qembedding S   quantize the embedding table too, 8w or 4w (a tied table then serves the\n"
+    "                   output layer; without it the output layer gets its own quantized copy)\n"
+    "  --calib FILE     calibration samples (repeatable): .txt text (chunked to the context), .json\n"
+    "                   (an array) or .jsonl (a line each) of strings, {\"text\": ...} or chat samples\n"
+    "                   {\"messages\": [{\"role\", \"content\", \"reasoning_content\"?}, ...]} rendered with\n"
+    "                   the program's chat template, answers and special tokens included\n"
+    "  --calib-mode M   prefill (default): each sample in one batched prefill, observed chunk by\n"
+    "                   chunk; generate: then --gen-tokens greedy tokens one at a time (the older,\n"
+    "                   slower pipeline, for comparison)\n"
+    "  --gen-tokens N   generate mode: tokens per sample (default 128)\n"
+    "  --observer O     minmax (default), moving-average, percentile (0.01%..99.99%), mse\n"
+    "  --calib-limit N  use the first N samples\n"
+    "  -t, --threads N  threads for calibration (default: the physical cores)\n"
     "  -h, --help       this text\n";
+
+static void print_line(void *user, const char *line) {
+    (void)user;
+    fprintf(stderr, "  %s\n", line);
+}
+
+/* A progress bar on stderr, redrawn in place: only when stderr is a terminal. */
+static void progress_bar(void *user, int64_t done, int64_t total) {
+    const char *what = user;
+    if (!isatty(2) || total <= 0) return;
+    int width = 40, filled = (int)(width * (double)done / (double)total);
+    fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld tokens", what, filled, "########################################",
+            width - filled, "", (long long)done, (long long)total);
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+}
 
 static int cmd_quantize(int argc, char **argv) {
     cmd_name = "etch quantize";
-    const char *in = NULL, *out = NULL;
-    etch_quantize_options o = {NULL, 0, NULL};
+    const char *in = NULL, *out = NULL, *calib[64];
+    int n_calib = 0;
+    etch_calib_report report;
+    etch_quantize_options o = {.report = &report, .report_line = print_line, .progress = progress_bar,
+                               .user = (void *)"calibrating"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
@@ -871,9 +908,25 @@ static int cmd_quantize(int argc, char **argv) {
             if (!(o.scheme = take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--qembedding")) {
             if (!(o.qembedding = take(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--group-size")) {
+        } else if (!strcmp(a, "--calib")) {
+            if (!(v = take(argc, argv, &i))) return 2;
+            if (n_calib == 64) return die_usage("at most 64 --calib files");
+            calib[n_calib++] = v;
+        } else if (!strcmp(a, "--calib-mode")) {
+            if (!(o.calib_mode = take(argc, argv, &i))) return 2;
+            if (strcmp(o.calib_mode, "prefill") && strcmp(o.calib_mode, "generate"))
+                return die_usage("--calib-mode expects prefill or generate, got '%s'", o.calib_mode);
+        } else if (!strcmp(a, "--observer")) {
+            if (!(o.observer = take(argc, argv, &i))) return 2;
+            if (strcmp(o.observer, "minmax") && strcmp(o.observer, "moving-average") && strcmp(o.observer, "percentile") &&
+                strcmp(o.observer, "mse"))
+                return die_usage("--observer expects minmax, moving-average, percentile or mse, got '%s'", o.observer);
+        } else if (!strcmp(a, "--group-size") || !strcmp(a, "--calib-limit") || !strcmp(a, "--gen-tokens") ||
+                   !strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = take(argc, argv, &i)) || !parse_int(a, v, 1, 1 << 20, &n)) return 2;
-            o.group_size = (int32_t)n;
+            int32_t *dst = !strcmp(a, "--group-size") ? &o.group_size : !strcmp(a, "--calib-limit") ? &o.calib_limit
+                         : !strcmp(a, "--gen-tokens") ? &o.gen_tokens : &o.threads;
+            *dst = (int32_t)n;
         } else if (a[0] == '-') {
             return die_usage("unknown option '%s'", a);
         } else if (in) {
@@ -884,15 +937,30 @@ static int cmd_quantize(int argc, char **argv) {
     }
     if (!in) return die_usage("give the program to quantize");
     if (!out) return die_usage("-o OUT.etch is required");
-    if (!o.scheme) return die_usage("--scheme 8w|4w is required");
+    if (!o.scheme) return die_usage("--scheme 8w|4w|8da8w|8da4w|a8w8 is required");
     if (strcmp(o.scheme, "8w") && strcmp(o.scheme, "4w") && strcmp(o.scheme, "8da8w") && strcmp(o.scheme, "8da4w") &&
         strcmp(o.scheme, "a8w8"))
         return die_usage("--scheme expects 8w, 4w, 8da8w, 8da4w or a8w8, got '%s'", o.scheme);
     if (o.qembedding && strcmp(o.qembedding, "8w") && strcmp(o.qembedding, "4w"))
         return die_usage("--qembedding expects 8w or 4w, got '%s'", o.qembedding);
+    if (!strcmp(o.scheme, "a8w8") && !n_calib) return die_usage("a8w8 needs calibration samples: --calib FILE");
+    if (strcmp(o.scheme, "a8w8") && n_calib)
+        return die_usage("--calib sets static activation ranges: only a8w8 has them (%s does not)", o.scheme);
+    o.calib_files = calib, o.n_calib_files = n_calib;
     etch_error err;
     double t0 = now_seconds();
+    if (n_calib) fprintf(stderr, "calibration (%s mode, %s observer), per observed layer input:\n",
+                         o.calib_mode ? o.calib_mode : "prefill", o.observer ? o.observer : "minmax");
     if (etch_quantize(in, out, &o, &err) != ETCH_OK) return die(err.message);
+    if (n_calib) {
+        fprintf(stderr, "calibrated on %d samples: %lld tokens observed (%lld generated one at a time) in %.2f s, %.1f tokens/s\n",
+                report.samples, (long long)report.tokens, (long long)report.generated, report.seconds,
+                report.seconds > 0 ? (double)report.tokens / report.seconds : 0.0);
+        fprintf(stderr, "special and added tokens seen: %d of %d\n", report.n_special_seen, report.n_special);
+        if (report.n_special_seen < report.n_special)
+            fprintf(stderr, "warning: the calibration data never contains these special tokens, so their activations "
+                            "were not observed: %s\n", report.missing);
+    }
     etch_program *p, *src;
     if (etch_program_open(out, &p, &err) != ETCH_OK) return die(err.message);
     if (etch_program_open(in, &src, &err) != ETCH_OK) {

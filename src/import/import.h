@@ -107,6 +107,11 @@ void imp_tok_spec(const imp_model *m, tok_spec *s);
  * when it is none of them. */
 const char *imp_recognize_template(const char *jinja);
 
+/* Calibrates the program at path on o's samples (a8w8): params[2 * i] and params[2 * i + 1] become
+ * the int8 scale and zero point of observed site i, i = layer * 4 + MODEL_SITE_* for the layers'
+ * sites and n_layers * 4 for the classifier's input ([n_layers * 4 + 1] pairs). */
+etch_status imp_calibrate(const char *path, const etch_quantize_options *o, float *params, etch_error *err);
+
 /* Writes the program file for m (and opens it once to prove it valid). */
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err);
 

@@ -4,6 +4,7 @@
 
 #include "../format/format.h"
 #include "../kernels/kernels.h"
+#include "../model/model.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,12 +29,26 @@ static int is_linear(const fmt_tensor *t) {
     return t->ndim == 2 && ends_with(t->name, ".weight") && strcmp(t->name, "token_embd.weight") != 0;
 }
 
-/* The outputs of quantizing one matrix: values and scales, owned. */
+/* The outputs of quantizing one matrix: values, scales and (static activations) group sums, owned. */
 typedef struct qtensor {
     void *q;
-    float *scales;
+    float *scales, *wsum;
     uint64_t dims[2], sdims[2];
 } qtensor;
+
+/* The observed site whose activations feed a linear layer (calibrate.c's numbering), or -1. */
+static int site_of(const char *name, int n_layers) {
+    static const struct { const char *suffix; int site; } sites[] = {
+        {".attn_q.weight", MODEL_SITE_QKV},      {".attn_k.weight", MODEL_SITE_QKV},  {".attn_v.weight", MODEL_SITE_QKV},
+        {".attn_output.weight", MODEL_SITE_WO},  {".ffn_gate.weight", MODEL_SITE_GATE_UP},
+        {".ffn_up.weight", MODEL_SITE_GATE_UP},  {".ffn_down.weight", MODEL_SITE_DOWN}};
+    if (!strcmp(name, "output.weight")) return n_layers * 4;
+    int layer;
+    if (sscanf(name, "blk.%d.", &layer) != 1 || layer < 0 || layer >= n_layers) return -1;
+    for (size_t i = 0; i < sizeof sites / sizeof *sites; i++)
+        if (ends_with(name, sites[i].suffix)) return layer * 4 + sites[i].site;
+    return -1;
+}
 
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
  * (0: one per row). */
@@ -102,6 +117,12 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     if (etype >= 0 && opt->group_size && etype == wtype) egroup = opt->group_size;
     if (!strcmp(in_path, out_path))
         return base_fail(err, ETCH_ERR_ARG, "%s: the output would replace the input; give another path", out_path);
+    int is_static = !strcmp(opt->scheme, "a8w8");
+    if (is_static && opt->n_calib_files < 1)
+        return base_fail(err, ETCH_ERR_ARG, "a8w8 needs calibration data (--calib FILE): its activation ranges are static");
+    if (!is_static && opt->n_calib_files > 0)
+        return base_fail(err, ETCH_ERR_ARG, "calibration sets static activation ranges: scheme %s has none (use a8w8)",
+                         opt->scheme);
 
     /* The input must be a program the runtime accepts. */
     etch_program *check;
@@ -110,6 +131,19 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     etch_program_close(check);
     fmt_file f;
     if ((st = fmt_open(in_path, &f, err))) return st;
+    const fmt_meta *layers_meta = fmt_find_meta(&f, "n_layers");
+    int n_layers = ((const int32_t *)layers_meta->data)[0]; /* the program opened: it is there */
+    float *act = NULL; /* [n_layers * 4 + 1][2]: each site's static scale and zero point */
+    if (is_static) {
+        act = base_calloc((size_t)n_layers * 4 + 1, 2 * sizeof *act);
+        if (!act) st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the activation parameters");
+        else st = imp_calibrate(in_path, opt, act, err);
+        if (st) {
+            base_free(act);
+            fmt_close(&f);
+            return st;
+        }
+    }
     const fmt_meta *tied_meta = fmt_find_meta(&f, "tied_embeddings");
     int tied = tied_meta && tied_meta->type == FMT_I32 && ((const int32_t *)tied_meta->data)[0] == 1;
     /* A tied table serves as the output layer too: quantized with --qembedding it stays tied;
@@ -131,6 +165,10 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     fmt_put_i32(w, "quant.group_size", group);
     if (etype >= 0) fmt_put_str(w, "quant.embedding", opt->qembedding);
     fmt_put_str(w, "quant.source", in_path);
+    if (is_static) {
+        fmt_put_str(w, "quant.observer", opt->observer ? opt->observer : "minmax");
+        fmt_put_str(w, "quant.calib_mode", opt->calib_mode ? opt->calib_mode : "prefill");
+    }
 
     for (uint32_t i = 0; i <= f.n_tensors && !st; i++) {
         /* the last turn adds the untied output layer */
@@ -149,6 +187,20 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
         fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
+        int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers) : -1;
+        if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
+            kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL};
+            if (!(qt[i].wsum = base_malloc((size_t)(qt[i].sdims[0] * qt[i].sdims[1]) * sizeof *qt[i].wsum))) {
+                st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the group sums of '%s'", name);
+                break;
+            }
+            kern_group_sums(qt[i].wsum, &m, (int)qt[i].dims[0], (int)qt[i].dims[1]);
+            uint64_t two = 2;
+            snprintf(sname, sizeof sname, "%s.act", name);
+            fmt_add_tensor(w, sname, FMT_DT_F32, 1, &two, act + 2 * site);
+            snprintf(sname, sizeof sname, "%s.wsum", name);
+            fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].wsum);
+        }
     }
     if (!st) st = fmt_writer_write(w, out_path, err);
     if (!st) { /* open what was written with the runtime's checks: a bad file never stays */
@@ -158,7 +210,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     }
 done:
     fmt_writer_free(w);
-    for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales);
+    for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales), base_free(qt[i].wsum);
+    base_free(act);
     base_free(qt);
     fmt_close(&f);
     return st;
