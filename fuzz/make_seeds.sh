@@ -68,5 +68,9 @@ cp "$w/gemma3-hf/config.json" "$S/config/gemma3.json"
 cp "$w/qwen3-hf/model.safetensors" "$S/safetensors/qwen3.safetensors"
 "$ETCH" export --hf "$w/qwen3-hf" -o "$S/program/qwen3.etch" --max-context-len 32 >/dev/null 2>&1
 "$ETCH" export --hf "$w/gemma3-hf" -o "$S/program/gemma3.etch" --max-context-len 32 --max-seq-len 4 >/dev/null 2>&1
+# Quantized programs: int4 layers with a q8 table (8da4w), and static int8 activations (a8w8).
+"$ETCH" quantize "$S/program/qwen3.etch" -o "$S/program/qwen3-8da4w.etch" --scheme 8da4w --group-size 8 --qembedding 8w >/dev/null 2>&1
+printf 'the then in on <|im_start|>' >"$w/calib.txt"
+"$ETCH" quantize "$S/program/qwen3.etch" -o "$S/program/qwen3-a8w8.etch" --scheme a8w8 --calib "$w/calib.txt" >/dev/null 2>&1
 rm -rf "$w"
 du -sh "$S"/*

@@ -49,6 +49,7 @@ static void sig_file(const char *path) {
 }
 
 static char stories_bin[1100], stories_tok[1100], hf_dir[700], gguf[1100], tok_json[1100], out[700], prog[700];
+static char calib[700], qprog[700];
 
 static int on_token(void *user, int32_t id, const char *text, size_t len) {
     (void)user;
@@ -81,10 +82,27 @@ static etch_status op_export_gguf(void) {
 
 static char last_error[4096];
 
+/* a8w8 with calibration on a chat sample and a text (JSON Lines), and 8da4w with a q4 table. */
+static etch_status op_quantize(void) {
+    etch_error err;
+    const char *files[] = {calib};
+    etch_quantize_options o = {.scheme = "a8w8", .calib_files = files, .n_calib_files = 1, .observer = "percentile",
+                               .threads = 2};
+    etch_status st = etch_quantize(prog, out, &o, &err);
+    if (!st) sig_file(out);
+    etch_quantize_options d = {.scheme = "8da4w", .qembedding = "4w"};
+    if (!st) st = etch_quantize(prog, out, &d, &err);
+    if (!st) sig_file(out);
+    if (st) snprintf(last_error, sizeof last_error, "%s", err.message);
+    return st;
+}
+
+static const char *run_path;
+
 static etch_status op_run(void) {
     etch_error err;
     etch_program *p;
-    etch_status st = etch_program_open(prog, &p, &err);
+    etch_status st = etch_program_open(run_path, &p, &err);
     if (st) return snprintf(last_error, sizeof last_error, "%s", err.message), st;
     etch_session *s;
     st = etch_session_new_threads(p, 2, &s, &err);
@@ -167,12 +185,26 @@ int main(void) {
     REQUIRE(etch_export_llama2c(stories_bin, stories_tok, prog, &o, &err) == ETCH_OK, "%s", err.message);
     etch_synth_options so = {"qwen3", "tiny", 1, 16, 32, 2, 1, 8, 64, 3, 0.1f, tok_json, "hf", "f32", 0};
     REQUIRE(etch_synth(&so, hf_dir, &err) == ETCH_OK, "synth: %s", err.message);
+    snprintf(calib, sizeof calib, "%s/alloc-calib.jsonl", ETCH_TEST_TMP);
+    snprintf(qprog, sizeof qprog, "%s/alloc-a8w8.etch", ETCH_TEST_TMP);
+    FILE *cf = fopen(calib, "w");
+    REQUIRE(cf, "write %s", calib);
+    fputs("{\"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story.\"}, {\"role\": \"assistant\", "
+          "\"content\": \"Once upon a time, there was a cat.\"}]}\n\"The dog ran to the park.\"\n", cf);
+    fclose(cf);
+    const char *files[] = {calib};
+    etch_quantize_options qo = {.scheme = "a8w8", .calib_files = files, .n_calib_files = 1};
+    REQUIRE(etch_quantize(prog, qprog, &qo, &err) == ETCH_OK, "%s", err.message);
 
     etch_set_allocator(counting_alloc, NULL);
     every_k("export llama2.c", op_export_llama2c);
     every_k("export Hugging Face", op_export_hf);
     every_k("export GGUF", op_export_gguf);
+    run_path = prog;
     every_k("open, session, generate, detokenize, chat", op_run);
+    every_k("quantize: a8w8 calibrated on chat and text, 8da4w", op_quantize);
+    run_path = qprog;
+    every_k("open, session, generate on an a8w8 program", op_run);
     every_k("tokenizer.json encode and decode", op_tokenizer);
     etch_set_allocator(NULL, NULL);
     /* Back on malloc: everything still works. */
