@@ -205,7 +205,7 @@ typedef struct etch_quantize_options {
                                clipping range with the least squared rounding and clipping error) */
     int32_t calib_limit;    /* 0: every sample; N: the first N */
     int32_t gen_tokens;     /* generate mode: tokens per sample (0: 128) */
-    int32_t threads;        /* calibration's threads (0: the physical cores) */
+    int32_t threads;        /* threads for quantizing and calibrating (0: the physical cores) */
     etch_calib_report *report;                       /* NULL, or filled after calibration */
     void (*report_line)(void *user, const char *line); /* NULL, or each observed site's range, a line each */
     void (*progress)(void *user, int64_t done, int64_t total); /* NULL, or tokens calibrated so far */

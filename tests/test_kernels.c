@@ -91,8 +91,9 @@ static void test_matmul(const char *variant, int exact) {
     free(x), free(wf), free(w), free(sc), free(y), free(r), free(one);
 }
 
-/* Quantize, then read back: every weight within half a step of its group's scale (plus the clamp
- * of Q4's one-sided range), the largest magnitude exact up to rounding, stored values in range. */
+/* Quantize, then read back: every weight within half a step of its group's scale inside the range
+ * the scale represents, clipped values at its end, each scale within the searched range, a total
+ * error no worse than the largest-magnitude scale's, the outlier exact, zero and padding rows zero. */
 static void test_quantize_roundtrip(void) {
     enum { D = 37, K = 100 };
     static float src[D * K], sc[48 * K];
@@ -107,19 +108,37 @@ static void test_quantize_roundtrip(void) {
             CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
                   "group %d for %d: %d groups", group, want, n_groups);
             kern_mat m = {q, sc, type, group, NULL, NULL};
-            double worst = 0;
+            double worst = 0, err2 = 0, err2_absmax = 0;
             int bad = 0;
             for (int o = 0; o < D; o++)
-                for (int kk = 0; kk < K; kk++) {
-                    float s = fabsf(sc[kern_packed_index(o, kk / group, n_groups)]);
-                    double e = fabs((double)kern_mat_at(&m, o, kk, K) - src[o * K + kk]);
-                    /* half a step; Q4 clamps +8 steps to +7: one more step at the positive end */
-                    double bound = (type == KERN_Q8 ? 0.5 : 1.0) * s * (1 + 1e-6) + 1e-12;
-                    if (e > bound) bad++;
-                    if (s > 0 && e / s > worst) worst = e / s;
+                for (int g = 0; g < n_groups; g++) {
+                    int b = g * group, e = b + group < K ? b + group : K;
+                    float s = fabsf(sc[kern_packed_index(o, g, n_groups)]), amax = 0, vmax = 0;
+                    for (int kk = b; kk < e; kk++)
+                        if (fabsf(src[o * K + kk]) > amax) amax = fabsf(src[o * K + kk]), vmax = src[o * K + kk];
+                    /* the representable range: -127..127 steps (Q8), -8..7 steps (Q4, either sign of scale) */
+                    double top = type == KERN_Q8 ? 127.0 * s : 7.0 * s;
+                    /* the largest-magnitude scale (Q4: signed, its value maps to -8) */
+                    double s0 = type == KERN_Q8 ? amax / 127.0 : vmax / -8.0;
+                    for (int kk = b; kk < e; kk++) {
+                        double x = src[o * K + kk], e1 = fabs((double)kern_mat_at(&m, o, kk, K) - x);
+                        /* half a step inside the range; outside it, the distance to the range's end
+                         * (which a clipped scale or Q4's one-sided range leaves) */
+                        double bound = fabs(x) <= top ? 0.5 * s : fabs(x) - top + (type == KERN_Q4 ? s : 0.0);
+                        if (e1 > bound * (1 + 1e-5) + 1e-6 * fabs(x) + 1e-9) bad++; /* f32 rounding of value * scale */
+                        if (s > 0 && e1 / s > worst) worst = e1 / s;
+                        err2 += e1 * e1;
+                        double v = s0 != 0 ? fmin(fmax(round(x / s0), type == KERN_Q8 ? -127 : -8), type == KERN_Q8 ? 127 : 7) * s0 : 0;
+                        err2_absmax += (x - v) * (x - v);
+                    }
+                    CHECK(s <= fabs(s0) * (1 + 1e-6) && s >= fabs(s0) * (type == KERN_Q8 ? 0.95 : 0.8) * (1 - 1e-6),
+                          "scale %g within the searched range of %g", s, s0);
                 }
             CHECK(bad == 0, "%s group %d: %d weights off by more than their bound (worst %.3f steps)",
                   type == KERN_Q8 ? "q8" : "q4", group, bad, worst);
+            /* the search never does worse than the largest-magnitude scale */
+            CHECK(err2 <= err2_absmax * (1 + 1e-5), "%s group %d: squared error %g above the absmax scale's %g",
+                  type == KERN_Q8 ? "q8" : "q4", group, err2, err2_absmax);
             CHECK(kern_mat_at(&m, 5, 7, K) == 40.0f || fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) < 1e-5f,
                   "the outlier survives exactly: %g", kern_mat_at(&m, 5, 7, K));
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 3, kk, K) == 0.0f, "zero row stays zero");

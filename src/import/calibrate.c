@@ -329,7 +329,10 @@ etch_status imp_calibrate(const char *path, const etch_quantize_options *o, floa
         etch_program_close(p);
         return base_fail(err, ETCH_ERR_ARG, "%d generated tokens leave no room in a context of %d", gen, ctx);
     }
-    for (int32_t f = 0; f < o->n_calib_files && !st; f++) st = read_samples(&sm, p, o->calib_files[f], chunk, err);
+    for (int32_t f = 0; f < o->n_calib_files && !st; f++) { /* a parse that failed for memory says so */
+        unsigned failures = base_alloc_failures();
+        st = base_nomem_since(read_samples(&sm, p, o->calib_files[f], chunk, err), failures, err, o->calib_files[f]);
+    }
     held = sm.n; /* samples to free; the limit only shortens the run */
     if (!st && o->calib_limit && sm.n > o->calib_limit) sm.n = o->calib_limit;
     if (!st && sm.n == 0) st = base_fail(err, ETCH_ERR_ARG, "the calibration files hold no tokens");

