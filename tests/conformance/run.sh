@@ -71,7 +71,7 @@ P
     "$TEST" "$WORK/$m-gguf.etch" "$WORK/$m-hf.etch" "$WORK/$m-prompts.json" "$WORK/$m-llamacpp.json" 40 || rc=1
   done
   # Quantized weights as llama.cpp runs them (its activations rounded to int8; measured: logits
-  # within 0.16, greedy tokens agree but for gaps under 0.03).
+  # within 0.16, 441 and 449 of 480 tokens llama.cpp's, the others within 0.13 and 0.16 of the top).
   for q in q8_0 q4_0; do
     js llamacpp.mjs "$WORK/qwen3-$q.gguf" "$WORK/qwen3-prompts.json" 40 64 >"$WORK/qwen3-$q-llamacpp.json"
     "$TEST" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" "$WORK/qwen3-prompts.json" "$WORK/qwen3-$q-llamacpp.json" 40 0.3 || rc=1
