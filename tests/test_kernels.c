@@ -154,9 +154,10 @@ static void test_matmul_int(const char *variant, int exact) {
     float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf), *sc = malloc(144 * 1100 * sizeof *sc);
     float *ws = malloc(144 * 1100 * sizeof *ws);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
-    int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13];
+    int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);
+    uint16_t *bytes = malloc(13 * 550 * sizeof *bytes);
     float xs[13], *y = malloc(13 * 130 * sizeof *y), *r = malloc(13 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
-    kern_qx qx = {pairs, xs, zero};
+    kern_qx qx = {pairs, xs, zero, bytes, psum};
     int mismatched = 0;
     double worst = 0;
     for (int type = KERN_Q8; type <= KERN_Q4; type++)
@@ -210,15 +211,16 @@ static void test_matmul_int(const char *variant, int exact) {
                     }
     CHECK(mismatched == 0, "%s: %d integer-dot cases differ", variant, mismatched);
     CHECK(worst < 1e-5, "%s: the integer twin is off the double sum by %g of the magnitude", variant, worst);
-    free(x), free(wf), free(sc), free(ws), free(q), free(qi), free(pairs), free(y), free(r), free(one);
+    free(x), free(wf), free(sc), free(ws), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
 }
 
 /* Activation quantization: values in range, per-row scale, static zero point and clamping. */
 static void test_quantize_x(void) {
     float x[2 * 6] = {0.5f, -1.0f, 0.25f, 0.0f, 1.0f, -0.5f, 100.0f, -100.0f, 0.0f, 0.01f, -0.004f, 0.006f};
-    int32_t pairs[6], zero[2];
+    int32_t pairs[6], zero[2], psum[2 * 4];
+    uint16_t bytes[6];
     float s[2];
-    kern_qx qx = {pairs, s, zero};
+    kern_qx qx = {pairs, s, zero, bytes, psum};
     kern_quantize_x(&qx, x, 2, 6, NULL);
     CHECK(s[0] == 1.0f / 127 && zero[0] == 0 && (int16_t)(pairs[0] & 0xFFFF) == 64 && (int16_t)(pairs[0] >> 16) == -127,
           "dynamic: scale %g, values %d %d", s[0], (int16_t)(pairs[0] & 0xFFFF), (int16_t)(pairs[0] >> 16));
@@ -227,6 +229,8 @@ static void test_quantize_x(void) {
     CHECK(s[1] == 0.5f && zero[1] == -3 && (int16_t)(pairs[3] & 0xFFFF) == 127 && (int16_t)(pairs[3] >> 16) == -128,
           "static: clamped to 127 and -128 (%d %d)", (int16_t)(pairs[3] & 0xFFFF), (int16_t)(pairs[3] >> 16));
     CHECK((int16_t)(pairs[0] & 0xFFFF) == -2 && (int16_t)(pairs[2] >> 16) == -4, "static: 0.5/0.5 - 3 = -2, -0.5/0.5 - 3 = -4");
+    CHECK(bytes[0] == (uint16_t)((uint8_t)-2 | (uint8_t)-5 << 8) && psum[0] == 0 && psum[1] == -7,
+          "the byte pairs and prefix sums: %04x, %d %d", bytes[0], psum[0], psum[1]);
 }
 
 static void test_conversions(void) {

@@ -140,7 +140,9 @@ void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *sta
         }
         inv = s > 0.0f ? 1.0f / s : 0.0f;
         qx->scale[r] = s, qx->zero[r] = zero;
-        int32_t *pr = qx->pairs + (size_t)r * (k / 2);
+        int32_t *pr = qx->pairs + (size_t)r * (k / 2), *ps = qx->psum + (size_t)r * (k / 2 + 1);
+        uint16_t *pb = qx->bytes + (size_t)r * (k / 2);
+        ps[0] = 0;
         for (int i = 0; i < k; i += 2) {
             int32_t v[2];
             for (int t = 0; t < 2; t++) {
@@ -148,6 +150,8 @@ void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *sta
                 v[t] = f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
             }
             pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v[0] | (uint32_t)(uint16_t)v[1] << 16);
+            pb[i / 2] = (uint16_t)((uint8_t)v[0] | (uint16_t)((uint8_t)v[1]) << 8);
+            ps[i / 2 + 1] = ps[i / 2] + v[0] + v[1];
         }
     }
 }
@@ -663,6 +667,102 @@ AVX2 static INLINE void i_tile(float *y, int ldy, const kern_qx *x, int r0, cons
     }
 }
 
+/* ---- I4 by vpmaddubsw: a pair step's 32 stored nibbles (value + 8, 0..15) as unsigned bytes times
+ * the input's pair as signed bytes, each row's pair summed in int16 (at most 2 * 15 * 128 = 3,840),
+ * eight steps added in int16 (30,720 < 32,767) before they widen to int32; the offset of 8 comes off
+ * per group as 8 times the input's sum over the group (the prefix sums of kern_qx). */
+
+/* The 32 nibbles of I4 pair step at w as bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
+AVX2 static INLINE __m256i i4_bytes(const uint8_t *w) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
+}
+
+AVX2 static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel) {
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    size_t steps = (size_t)m->half;
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        __m256i d[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
+        for (int st = b; st < e; st += 8) {
+            int end = st + 8 < e ? st + 8 : e;
+            __m256i a[4];
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm256_setzero_si256();
+            for (int s2 = st; s2 < end; s2++) {
+                __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
+                if (!(s2 & 3))
+                    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                        _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16 + 1024, _MM_HINT_T0);
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    a[p] = _mm256_add_epi16(a[p], _mm256_maddubs_epi16(i4_bytes(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16), xv));
+            }
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                d[2 * p] = _mm256_add_epi32(d[2 * p], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[p])));
+                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[p], 1)));
+            }
+        }
+        __m256i off = _mm256_set1_epi32(8 * (x->psum[e] - x->psum[b]));
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+            i_join(m, panel + p, g, x->zero[0], _mm256_sub_epi32(d[2 * p], off), _mm256_sub_epi32(d[2 * p + 1], off),
+                   &acc[2 * p], &acc[2 * p + 1]);
+    }
+    __m256 s = _mm256_set1_ps(x->scale[0]);
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+        store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
+}
+
+/* As i_tile, for I4: blk holds each pair step's 32 bytes (i4_bytes); the rows' int32 sums live in
+ * acc (on the stack, or carried between blocks of a long group). */
+AVX2 static INLINE void i4_tile(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
+                                const imat *m, int panel, int g0, int g1, int R, int cols, int32_t *carry, int cont) {
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    int32_t acc[6 * 16] __attribute__((aligned(32)));
+    for (int g = g0; g < g1; g++) {
+        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
+        if (cont) memcpy(acc, carry, (size_t)R * 16 * sizeof *acc);
+        else memset(acc, 0, (size_t)R * 16 * sizeof *acc);
+        for (int st = b; st < e; st += 8) {
+            int end = st + 8 < e ? st + 8 : e;
+            __m256i a[6];
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) a[r] = _mm256_setzero_si256();
+            for (int s2 = st; s2 < end; s2++) {
+                __m256i w = _mm256_load_si256((const __m256i *)(blk + (size_t)(s2 - sb) * 32));
+                _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+                    a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
+            }
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m256i *ar = (__m256i *)(acc + r * 16);
+                _mm256_store_si256(ar, _mm256_add_epi32(_mm256_load_si256(ar), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[r]))));
+                _mm256_store_si256(ar + 1, _mm256_add_epi32(_mm256_load_si256(ar + 1), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[r], 1))));
+            }
+        }
+        if (e < ge) { /* the group goes on in the next block */
+            memcpy(carry, acc, (size_t)R * 16 * sizeof *acc);
+            return;
+        }
+        int last = g == m->n_groups - 1;
+        for (int r = 0; r < R; r++) {
+            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+            __m256i off = _mm256_set1_epi32(8 * (ps[ge] - ps[gb]));
+            __m256i d0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc + r * 16)), off);
+            __m256i d1 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc + r * 16 + 8)), off);
+            float *yo = y + (size_t)r * ldy;
+            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+            i_join(m, panel, g, x->zero[r0 + r], d0, d1, &a0, &a1);
+            if (last) {
+                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
+                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
+            }
+            store_cols(yo, a0, a1, cols);
+        }
+        cont = 0;
+    }
+}
+
 /* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
  * a long group's int32 sums carried between blocks: 3 KiB. */
 #define I_BLOCK 256
@@ -674,8 +774,10 @@ AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, 
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
     if (n == 1)
-        for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL)
-            i_gemv4(type, y + p0, x->pairs, x->scale[0], x->zero[0], &m, p0 / KERN_PANEL);
+        for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL) {
+            if (type == KERN_I4) i4_gemv4(y + p0, x, &m, p0 / KERN_PANEL);
+            else i_gemv4(type, y + p0, x->pairs, x->scale[0], x->zero[0], &m, p0 / KERN_PANEL);
+        }
     int16_t blk[I_BLOCK * 32] __attribute__((aligned(32)));
     int32_t carry[Q_ROWS * 16];
     int per = m.group / 2 <= I_BLOCK ? I_BLOCK / (m.group / 2) : 0; /* whole groups per block, or 0: long groups */
@@ -690,13 +792,22 @@ AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, 
                 for (int sb = gs; sb < ge; sb += I_BLOCK) {
                     int se = ge - sb < I_BLOCK ? ge : sb + I_BLOCK;
                     for (int st = sb; st < se; st++) {
+                        if (type == KERN_I4) { /* bytes for vpmaddubsw */
+                            _mm256_store_si256((__m256i *)((uint8_t *)blk + (size_t)(st - sb) * 32), i4_bytes(wp + (size_t)st * 16));
+                            continue;
+                        }
                         __m256i lo, hi;
                         i_step(type, wp, (size_t)st, &lo, &hi);
                         _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32), lo);
                         _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32 + 16), hi);
                     }
                     int r = r0, end = r0 + rows, cont = sb > gs;
-#define I_TILE(R) i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
+#define I_TILE(R)                                                                                                   \
+    if (type == KERN_I4)                                                                                             \
+        i4_tile(y + (size_t)r * ldy + p0, ldy, x, r, (const uint8_t *)blk, sb, se, &m, panel, g0, g1, R, cols,       \
+                carry + (r - r0) * 16, cont);                                                                        \
+    else                                                                                                             \
+        i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
                     for (; r + 6 <= end; r += 6) I_TILE(6);
                     switch (end - r) { /* the tail, with the row count known to the compiler */
                     case 5: I_TILE(5); break;

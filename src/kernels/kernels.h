@@ -98,6 +98,8 @@ typedef struct kern_qx {
     int32_t *pairs; /* [n, k/2]: values (r, 2i) and (r, 2i+1) as the low and high int16 of one word */
     float *scale;   /* [n] */
     int32_t *zero;  /* [n] */
+    uint16_t *bytes; /* [n, k/2]: the same pairs as two int8 (low byte first), for vpmaddubsw (I4) */
+    int32_t *psum;  /* [n, k/2 + 1]: psum[r][i] = sum of values (r, 0 .. 2i-1) (I4's offset of 8) */
 } kern_qx;
 /* Quantizes x[n, k] (k even): per row with scale max|x|/127 and zero 0 (values -127..127) when
  * stat is NULL, else with stat[0] as the scale and stat[1] as the zero point (values clamped to

@@ -47,12 +47,15 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
     if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
         size_t widest = wide > (size_t)c->hidden_dim ? wide : (size_t)c->hidden_dim;
         s->qx.pairs = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.pairs);
+        s->qx.psum = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.psum);
+        s->qx.bytes = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.bytes);
         s->qx.zero = base_calloc(rows, sizeof *s->qx.zero);
-        if (!s->qx.pairs || !s->qx.zero) {
+        if (!s->qx.pairs || !s->qx.psum || !s->qx.bytes || !s->qx.zero) {
             model_state_free(s);
             return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the int8 activations");
         }
-        s->bytes += rows * (widest / 2 + 1) * sizeof *s->qx.pairs + rows * sizeof *s->qx.zero;
+        s->bytes += rows * (widest / 2 + 1) * (sizeof *s->qx.pairs + sizeof *s->qx.psum + sizeof *s->qx.bytes) +
+                    rows * sizeof *s->qx.zero;
     }
     return ETCH_OK;
 }
@@ -61,7 +64,7 @@ void model_state_free(model_state *s) {
     if (!s) return;
     base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
     base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
-    base_free(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero);
+    base_free(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero), base_free(s->qx.psum), base_free(s->qx.bytes);
     memset(s, 0, sizeof *s);
 }
 
