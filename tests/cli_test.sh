@@ -184,5 +184,29 @@ expect_error 1 "nothing.txt: cannot open" -- "$ETCH" eval "$P" --text "$WORK/not
 expect_error 1 "fewer than one window" -- "$ETCH" eval "$P" --text <(printf 'Once upon a time') --ctx 64
 expect_error 1 "different vocabularies" -- "$ETCH" eval "$P" --text "$STORY" --ref "$WORK/q.etch"
 
+# quantize: each scheme writes a program that runs, batched equal to sequential; a8w8 calibrates
+# and reports; errors name what is wrong.
+for scheme in 8w 4w 8da8w 8da4w; do
+  check "quantize $scheme" "$ETCH" quantize "$P" -o "$WORK/q-$scheme.etch" --scheme "$scheme" --qembedding 8w
+  "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json >"$WORK/q-$scheme-b.json"
+  "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json --prefill sequential >"$WORK/q-$scheme-s.json"
+  check "$scheme: batched and sequential give the same tokens" test "$("$JSONQ" "$WORK/q-$scheme-b.json" generated_ids)" = "$("$JSONQ" "$WORK/q-$scheme-s.json" generated_ids)"
+done
+"$ETCH" quantize "$P" -o "$WORK/q-a8w8.etch" --scheme a8w8 --calib "$STORY" --observer moving-average 2>"$WORK/q-a8w8.log"
+check "a8w8: ranges per layer input" grep -q "layer 0    q/k/v in     observed \[" "$WORK/q-a8w8.log"
+check "a8w8: tokens observed" grep -q "calibrated on 2 samples: 694 tokens observed (0 generated" "$WORK/q-a8w8.log"
+check "a8w8: the missing special token named" grep -q "never contains these special tokens.*: </s>$" "$WORK/q-a8w8.log"
+check "a8w8: no progress bar when stderr is not a terminal" test "$(grep -c 'calibrating \[' "$WORK/q-a8w8.log")" = 0
+"$ETCH" eval "$WORK/q-8w.etch" --text "$STORY" --ctx 64 --ref "$P" --json >"$WORK/eval-8w.json"
+check "eval 8w: a small KL" awk -v k="$("$JSONQ" "$WORK/eval-8w.json" kl_mean)" 'BEGIN { exit !(k > 0 && k < 0.005) }'
+expect_error 2 "--scheme 8w|4w|8da8w|8da4w|a8w8 is required" -- "$ETCH" quantize "$P" -o "$WORK/x.etch"
+expect_error 2 "--scheme expects 8w, 4w, 8da8w, 8da4w or a8w8, got '2w'" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme 2w
+expect_error 2 "a8w8 needs calibration samples" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme a8w8
+expect_error 2 "only a8w8 has them" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme 8w --calib "$STORY"
+expect_error 2 "--observer expects" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme a8w8 --calib "$STORY" --observer max
+expect_error 1 "nothing.txt: cannot open" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme a8w8 --calib "$WORK/nothing.txt"
+expect_error 1 "already q8" -- "$ETCH" quantize "$WORK/q-8w.etch" -o "$WORK/x.etch" --scheme 4w
+check "no file after a failed quantize" test ! -e "$WORK/x.etch"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -287,8 +287,8 @@ int main(void) {
     etch_program_close(p);
     REQUIRE(etch_program_open(tmp_path("q-8da4w-g16-e8.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     dt = tensor_dtype(p, "blk.1.ffn_down.weight"), emb = tensor_dtype(p, "token_embd.weight");
-    CHECK(dt && !strcmp(dt, "i4") && emb && !strcmp(emb, "q8") && etch_program_meta(p)->tied_embeddings == 1,
-          "8da4w --qembedding 8w: i4 layers, a q8 table serving as the output (%s, %s)", dt, emb);
+    CHECK(dt && !strcmp(dt, "i4") && emb && !strcmp(emb, "i8") && etch_program_meta(p)->tied_embeddings == 1,
+          "8da4w --qembedding 8w: i4 layers, an i8 table serving as the output's integer dot products (%s, %s)", dt, emb);
     etch_program_close(p);
     long s32 = file_size(f32), s8 = file_size(tmp_path("q-8w-e8.etch")), s4 = file_size(tmp_path("q-4w-e4.etch"));
     CHECK(s8 < s32 * 0.3 && s4 < s32 * 0.2, "sizes: f32 %ld, 8w %ld, 4w %ld", s32, s8, s4);

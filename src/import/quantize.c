@@ -38,12 +38,12 @@ typedef struct qtensor {
 } qtensor;
 
 /* The observed site whose activations feed a linear layer (calibrate.c's numbering), or -1. */
-static int site_of(const char *name, int n_layers) {
+static int site_of(const char *name, int n_layers, int tied) {
     static const struct { const char *suffix; int site; } sites[] = {
         {".attn_q.weight", MODEL_SITE_QKV},      {".attn_k.weight", MODEL_SITE_QKV},  {".attn_v.weight", MODEL_SITE_QKV},
         {".attn_output.weight", MODEL_SITE_WO},  {".ffn_gate.weight", MODEL_SITE_GATE_UP},
         {".ffn_up.weight", MODEL_SITE_GATE_UP},  {".ffn_down.weight", MODEL_SITE_DOWN}};
-    if (!strcmp(name, "output.weight")) return n_layers * 4;
+    if (!strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"))) return n_layers * 4;
     int layer;
     if (sscanf(name, "blk.%d.", &layer) != 1 || layer < 0 || layer >= n_layers) return -1;
     for (size_t i = 0; i < sizeof sites / sizeof *sites; i++)
@@ -172,6 +172,9 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     /* A tied table serves as the output layer too: quantized with --qembedding it stays tied;
      * otherwise the output layer gets its own quantized copy, so decode reads it quantized. */
     int untie = tied && etype < 0;
+    /* A tied table that the output layer of an int8-activation scheme reads is stored for integer
+     * dot products (lookups read any layout): the classifier then runs as fast as the layers. */
+    if (tied && etype >= 0 && kern_is_int_dot(wtype)) etype = etype == KERN_Q8 ? KERN_I8 : KERN_I4;
 
     base_pool *pool = NULL; /* quantizing is per panel: threads take panels (none: this thread alone) */
     if (base_pool_new(opt->threads > 0 ? opt->threads : base_physical_cores(), &pool, err)) pool = NULL;
@@ -212,7 +215,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
         fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
-        int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers) : -1;
+        int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
             kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL};
             if (!(qt[i].wsum = base_malloc((size_t)(qt[i].sdims[0] * qt[i].sdims[1]) * sizeof *qt[i].wsum))) {
