@@ -873,8 +873,11 @@ static const char quantize_help[] =
     "  -t, --threads N  threads for calibration (default: the physical cores)\n"
     "  -h, --help       this text\n";
 
+static char calib_header[160]; /* printed before the first line of the calibration report */
+
 static void print_line(void *user, const char *line) {
     (void)user;
+    if (calib_header[0]) fprintf(stderr, "%s\n", calib_header), calib_header[0] = '\0';
     fprintf(stderr, "  %s\n", line);
 }
 
@@ -949,8 +952,9 @@ static int cmd_quantize(int argc, char **argv) {
     o.calib_files = calib, o.n_calib_files = n_calib;
     etch_error err;
     double t0 = now_seconds();
-    if (n_calib) fprintf(stderr, "calibration (%s mode, %s observer), per observed layer input:\n",
-                         o.calib_mode ? o.calib_mode : "prefill", o.observer ? o.observer : "minmax");
+    if (n_calib)
+        snprintf(calib_header, sizeof calib_header, "calibration (%s mode, %s observer), per observed layer input:",
+                 o.calib_mode ? o.calib_mode : "prefill", o.observer ? o.observer : "minmax");
     if (etch_quantize(in, out, &o, &err) != ETCH_OK) return die(err.message);
     if (n_calib) {
         fprintf(stderr, "calibrated on %d samples: %lld tokens observed (%lld generated one at a time) in %.2f s, %.1f tokens/s\n",
