@@ -192,8 +192,13 @@ static int cmd_export(int argc, char **argv) {
     const etch_method_meta *m = etch_program_meta(p);
     etch_program_info info;
     etch_program_info_get(p, &info);
-    fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s, max_seq_len %d, max_context_len %d%s\n", out,
-            now_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype,
+    const char *kept = ""; /* GGUF's Q8_0/Q4_0 matrices, when export kept them */
+    char line[256];
+    for (int32_t i = 0; i < info.n_metadata; i++)
+        if (etch_program_metadata_text(p, i, line, sizeof line) > 0 && !strncmp(line, "quant.scheme: \"gguf\"", 21))
+            kept = " (Q8_0/Q4_0 matrices kept as they are)";
+    fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,
+            now_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype, kept,
             m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
     etch_program_close(p);
     return 0;
