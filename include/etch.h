@@ -208,7 +208,8 @@ typedef struct etch_quantize_options {
     int32_t threads;        /* threads for quantizing and calibrating (0: the physical cores) */
     etch_calib_report *report;                       /* NULL, or filled after calibration */
     void (*report_line)(void *user, const char *line); /* NULL, or each observed site's range, a line each */
-    void (*progress)(void *user, int64_t done, int64_t total); /* NULL, or tokens calibrated so far */
+    void (*progress)(void *user, const char *what, int64_t done, int64_t total); /* NULL, or how far:
+                               what is "calibrating" (tokens) or "quantizing" (tensors) */
     void *user;
 } etch_quantize_options;
 

@@ -887,12 +887,12 @@ static void print_line(void *user, const char *line) {
 }
 
 /* A progress bar on stderr, redrawn in place: only when stderr is a terminal. */
-static void progress_bar(void *user, int64_t done, int64_t total) {
-    const char *what = user;
+static void progress_bar(void *user, const char *what, int64_t done, int64_t total) {
+    (void)user;
     if (!isatty(2) || total <= 0) return;
     int width = 40, filled = (int)(width * (double)done / (double)total);
-    fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld tokens", what, filled, "########################################",
-            width - filled, "", (long long)done, (long long)total);
+    fprintf(stderr, "\r%-11s [%.*s%*s] %lld/%lld %s", what, filled, "########################################",
+            width - filled, "", (long long)done, (long long)total, strcmp(what, "calibrating") ? "tensors" : "tokens");
     if (done >= total) fputc('\n', stderr);
     fflush(stderr);
 }
@@ -902,8 +902,7 @@ static int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *calib[64];
     int n_calib = 0;
     etch_calib_report report;
-    etch_quantize_options o = {.report = &report, .report_line = print_line, .progress = progress_bar,
-                               .user = (void *)"calibrating"};
+    etch_quantize_options o = {.report = &report, .report_line = print_line, .progress = progress_bar};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;

@@ -367,7 +367,7 @@ etch_status imp_calibrate(const char *path, const etch_quantize_options *o, floa
                 for (int32_t e = 0; e < p->meta.n_eos; e++) eos |= next == p->meta.eos_ids[e];
                 if (eos) break;
             }
-            if (o->progress) o->progress(o->user, c.tokens, total);
+            if (o->progress) o->progress(o->user, "calibrating", c.tokens, total);
         }
         r.seconds = ((base_now_us() / 1000.0) - t0) / 1000.0;
         sess->st.observe = NULL;

@@ -207,8 +207,10 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         int type = embd ? etype : (i == f.n_tensors || is_linear(t)) ? wtype : -1, g = embd ? egroup : group;
         if (type < 0) {
             fmt_add_tensor(w, name, t->dtype, t->ndim, t->dims, t->data);
+            if (opt->progress) opt->progress(opt->user, "quantizing", (int64_t)i + 1, (int64_t)f.n_tensors + untie);
             continue;
         }
+        if (opt->progress) opt->progress(opt->user, "quantizing", (int64_t)i + 1, (int64_t)f.n_tensors + untie);
         if ((st = quantize_matrix(t, type, g, pool, &qt[i], err))) break;
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", name);
