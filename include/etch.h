@@ -148,6 +148,9 @@ typedef struct etch_export_options {
     const char *dtype;       /* "f32", "f16", "bf16", or NULL: the source's (f16 for quantized GGUF) */
     const char *chat_template; /* NULL: recognized from the source; "none", "chatml", "qwen3",
                                   "llama3", "llama2": that one */
+    void (*progress)(void *user, const char *what, int64_t done, int64_t total); /* NULL, or tensors
+                                  written so far (what: "exporting") */
+    void *progress_user;
 } etch_export_options;
 
 /* Converts a llama2.c checkpoint (version 0 or legacy header) and its tokenizer.bin into a program

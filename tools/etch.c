@@ -134,10 +134,21 @@ static const char export_help[] =
     "  --static                a program that takes one token per call (max_seq_len 1)\n"
     "  -h, --help              this text\n";
 
+/* A progress bar on stderr, redrawn in place: only when stderr is a terminal. */
+static void progress_bar(void *user, const char *what, int64_t done, int64_t total) {
+    (void)user;
+    if (!isatty(2) || total <= 0) return;
+    int width = 40, filled = (int)(width * (double)done / (double)total);
+    fprintf(stderr, "\r%-11s [%.*s%*s] %lld/%lld %s", what, filled, "########################################",
+            width - filled, "", (long long)done, (long long)total, strcmp(what, "calibrating") ? "tensors" : "tokens");
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
 static int cmd_export(int argc, char **argv) {
     cmd_name = "etch export";
     const char *model = NULL, *tok = NULL, *out = NULL, *hf = NULL, *gguf = NULL;
-    etch_export_options opt = {0, 0, NULL, NULL};
+    etch_export_options opt = {0, 0, NULL, NULL, progress_bar, NULL};
     int is_static = 0, have_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -884,17 +895,6 @@ static void print_line(void *user, const char *line) {
     (void)user;
     if (calib_header[0]) fprintf(stderr, "%s\n", calib_header), calib_header[0] = '\0';
     fprintf(stderr, "  %s\n", line);
-}
-
-/* A progress bar on stderr, redrawn in place: only when stderr is a terminal. */
-static void progress_bar(void *user, const char *what, int64_t done, int64_t total) {
-    (void)user;
-    if (!isatty(2) || total <= 0) return;
-    int width = 40, filled = (int)(width * (double)done / (double)total);
-    fprintf(stderr, "\r%-11s [%.*s%*s] %lld/%lld %s", what, filled, "########################################",
-            width - filled, "", (long long)done, (long long)total, strcmp(what, "calibrating") ? "tensors" : "tokens");
-    if (done >= total) fputc('\n', stderr);
-    fflush(stderr);
 }
 
 static int cmd_quantize(int argc, char **argv) {

@@ -66,7 +66,7 @@ class _GenerateConfig(ctypes.Structure):
 
 class _ExportOptions(ctypes.Structure):
     _fields_ = [("max_context_len", ctypes.c_int32), ("max_seq_len", ctypes.c_int32), ("dtype", ctypes.c_char_p),
-                ("chat_template", ctypes.c_char_p)]
+                ("chat_template", ctypes.c_char_p), ("progress", ctypes.c_void_p), ("progress_user", ctypes.c_void_p)]
 
 
 class _ChatOptions(ctypes.Structure):
@@ -194,7 +194,7 @@ class ETModelForCausalLM:
         out = os.path.join(cache, _export_key(path, opts) + ".etch")
         if not os.path.exists(out):
             eo = _ExportOptions(max_context_len or -4096, max_seq_len or 0, dtype.encode() if dtype else None,
-                                chat_template.encode() if chat_template else None)
+                                chat_template.encode() if chat_template else None, None, None)
             err = _Error()
             c = _c()
             if os.path.isdir(path):

@@ -195,7 +195,7 @@ void imp_tok_spec(const imp_model *m, tok_spec *s) {
 }
 
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    etch_export_options o = {0, 0, NULL, NULL};
+    etch_export_options o = {0, 0, NULL, NULL, NULL, NULL};
     if (opt) o = *opt;
     /* A negative context means "the model's, at most -N" (the command line's default for large models). */
     if (o.max_context_len < -(1 << 20) || o.max_context_len > (1 << 20))
@@ -324,6 +324,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
             sdims[0] = dims[0];
             fmt_add_tensor(w, t->name, t->src_type == IMP_Q8_0 ? FMT_DT_Q8 : FMT_DT_Q4, 2, dims, conv[i]);
             fmt_add_tensor(w, sname, FMT_DT_F32, 2, sdims, conv[m->n_tensors + i]);
+            if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }
         const void *data = convert(t, target, &conv[i], &dims[0]);
@@ -332,6 +333,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
             break;
         }
         fmt_add_tensor(w, t->name, fmt_of(target), t->ndim, dims, data);
+        if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
     }
     if (!st) st = fmt_writer_write(w, out_path, err);
     fmt_writer_free(w);
