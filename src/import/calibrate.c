@@ -384,7 +384,7 @@ etch_status imp_calibrate(const char *path, const etch_quantize_options *o, floa
                          i == c.n_layers * 4 ? "output" : "", i == c.n_layers * 4 ? "classifier in" : names[i % 4],
                          c.obs[i].lo, c.obs[i].hi, q[0], (int)q[1]);
                 if (i < c.n_layers * 4 && i % 4 == 0) {
-                    char tag[16];
+                    char tag[24];
                     snprintf(tag, sizeof tag, "layer %d", i / 4);
                     memcpy(line, tag, strlen(tag));
                 }
