@@ -214,6 +214,29 @@ static void test_matmul_int(const char *variant, int exact) {
     free(x), free(wf), free(sc), free(ws), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
 }
 
+/* The AVX2 activation quantizer equals the scalar one exactly: halves (0.5, 1.5, -2.5 steps), NaN,
+ * infinities, huge and tiny values, rows longer than a chunk, dynamic and static. */
+static void test_quantize_x_twin(void) {
+    enum { N = 5, K = 600 };
+    static float x[N * K];
+    static int32_t p1[N * K / 2], p2[N * K / 2], s1[N * (K / 2 + 1)], s2[N * (K / 2 + 1)], z1[N], z2[N];
+    static uint16_t b1[N * K / 2], b2[N * K / 2];
+    float f1[N], f2[N];
+    fill(x, N * K);
+    for (int i = 0; i < K; i++) x[K + i] = (float)(i % 9 - 4) * 0.5f * (1.0f / 127); /* halves of a step */
+    x[2 * K + 3] = NAN, x[2 * K + 4] = INFINITY, x[2 * K + 5] = -INFINITY, x[3 * K + 7] = 1e30f, x[3 * K + 8] = -1e-30f;
+    x[1 * K + 0] = 1.0f; /* row 1's max: a step of 1/127, its halves exact */
+    for (int st = 0; st < 2; st++) {
+        float stat[2] = {0.013f, -5};
+        kern_qx a = {p1, f1, z1, b1, s1}, b = {p2, f2, z2, b2, s2};
+        kern_quantize_x(&a, x, N, K, st ? stat : NULL);
+        kern_quantize_x_ref(&b, x, N, K, st ? stat : NULL);
+        CHECK(!memcmp(p1, p2, sizeof p1) && !memcmp(b1, b2, sizeof b1) && !memcmp(s1, s2, sizeof s1) &&
+                  !memcmp(z1, z2, sizeof z1) && !memcmp(f1, f2, sizeof f1),
+              "%s: the AVX2 activation quantizer differs from the scalar one", st ? "static" : "dynamic");
+    }
+}
+
 /* Activation quantization: values in range, per-row scale, static zero point and clamping. */
 static void test_quantize_x(void) {
     float x[2 * 6] = {0.5f, -1.0f, 0.25f, 0.0f, 1.0f, -0.5f, 100.0f, -100.0f, 0.0f, 0.01f, -0.004f, 0.006f};
@@ -403,6 +426,7 @@ int main(void) {
     printf("kernels: %s\n", v);
     test_quantize_roundtrip();
     test_quantize_x();
+    test_quantize_x_twin();
     test_matmul(v, !strcmp(v, "avx2"));
     test_matmul_int(v, !strcmp(v, "avx2")); /* with FMA hardware: equal to the fmaf twin bit for bit */
     kern_force_portable(1);

@@ -126,34 +126,61 @@ void kern_to_int_dot(void *dst, const void *q, int type, int d, int k) {
         }
 }
 
-void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+/* One row's scale, zero point and lowest value (dynamic: symmetric over max|x|; static: stat). */
+static float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo) {
+    if (stat) return *zero = (int32_t)stat[1], *lo = -128, stat[0];
+    return *zero = 0, *lo = -127, amax / 127.0f;
+}
+
+/* Stores len values (v, -128..127; len even) as pairs, byte pairs and prefix sums continuing ps[0]. */
+static void qx_store(int32_t *pr, uint16_t *pb, int32_t *ps, const int32_t *v, int len) {
+    for (int i = 0; i < len; i += 2) {
+        pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v[i] | (uint32_t)(uint16_t)v[i + 1] << 16);
+        pb[i / 2] = (uint16_t)((uint8_t)v[i] | (uint16_t)((uint8_t)v[i + 1]) << 8);
+        ps[i / 2 + 1] = ps[i / 2] + v[i] + v[i + 1];
+    }
+}
+
+#define QX_CHUNK 256 /* values quantized at a time before they are stored (even) */
+
+/* The row loop of both variants: `values` turns xr[0..len) into v with scale 1/inv and the zero. */
+typedef void (*qx_values_fn)(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+typedef float (*qx_amax_fn)(const float *xr, int k);
+
+static void quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
+                            qx_values_fn values) {
+    int32_t v[QX_CHUNK];
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * k;
-        float s, inv;
-        int32_t zero = 0, lo = -127;
-        if (stat) {
-            s = stat[0], zero = (int32_t)stat[1], lo = -128;
-        } else {
-            float amax = 0.0f;
-            for (int i = 0; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
-            s = amax / 127.0f;
-        }
-        inv = s > 0.0f ? 1.0f / s : 0.0f;
+        int32_t zero, lo;
+        float s = qx_params(stat, stat ? 0.0f : amax_of(xr, k), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
         qx->scale[r] = s, qx->zero[r] = zero;
         int32_t *pr = qx->pairs + (size_t)r * (k / 2), *ps = qx->psum + (size_t)r * (k / 2 + 1);
         uint16_t *pb = qx->bytes + (size_t)r * (k / 2);
         ps[0] = 0;
-        for (int i = 0; i < k; i += 2) {
-            int32_t v[2];
-            for (int t = 0; t < 2; t++) {
-                float f = roundf(xr[i + t] * inv) + (float)zero; /* NaN and huge values clamp below */
-                v[t] = f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
-            }
-            pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v[0] | (uint32_t)(uint16_t)v[1] << 16);
-            pb[i / 2] = (uint16_t)((uint8_t)v[0] | (uint16_t)((uint8_t)v[1]) << 8);
-            ps[i / 2 + 1] = ps[i / 2] + v[0] + v[1];
+        for (int c = 0; c < k; c += QX_CHUNK) {
+            int len = k - c < QX_CHUNK ? k - c : QX_CHUNK;
+            values(v, xr + c, len, inv, zero, lo);
+            qx_store(pr + c / 2, pb + c / 2, ps + c / 2, v, len);
         }
     }
+}
+
+static float amax_ref(const float *xr, int k) {
+    float amax = 0.0f;
+    for (int i = 0; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax; /* NaN is skipped */
+    return amax;
+}
+
+static void values_ref(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+    for (int i = 0; i < len; i++) {
+        float f = roundf(xr[i] * inv) + (float)zero; /* NaN and huge values clamp below */
+        v[i] = f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
+    }
+}
+
+void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+    quantize_x_rows(qx, x, n, k, stat, amax_ref, values_ref);
 }
 
 float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
@@ -889,9 +916,51 @@ AVX2 static void matmul_q4(float *y, int ldy, const float *x, const kern_mat *m,
 }
 #endif
 
+#ifdef KERN_X86
+/* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from
+ * zero as truncation plus a step, NaN to the lowest value, max ignoring NaN). */
+AVX2 static float amax_avx2(const float *xr, int k) {
+    __m256 m = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    int i = 0;
+    for (; i + 8 <= k; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m); /* NaN: keeps m */
+    float t[8], amax = 0.0f;
+    _mm256_storeu_ps(t, m);
+    for (int j = 0; j < 8; j++) amax = t[j] > amax ? t[j] : amax;
+    for (; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
+    return amax;
+}
+
+AVX2 static void values_avx2(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+    __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
+    __m256 hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    int i = 0;
+    for (; i + 8 <= len; i += 8) {
+        __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vi);
+        __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
+        __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
+                                    _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
+        f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
+        f = _mm256_min_ps(_mm256_max_ps(f, vlo), hi); /* max(NaN, lo) is lo */
+        _mm256_storeu_si256((__m256i *)(v + i), _mm256_cvttps_epi32(f));
+    }
+    values_ref(v + i, xr + i, len - i, inv, zero, lo);
+}
+#endif
+
 typedef void (*matmul_fn)(float *, int, const float *, const kern_mat *, int, int, int, int, int);
 static matmul_fn matmul_impl[5];
 static int use_portable = 1, force_portable = 0;
+
+void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+#ifdef KERN_X86
+    if (!use_portable) {
+        quantize_x_rows(qx, x, n, k, stat, amax_avx2, values_avx2);
+        return;
+    }
+#endif
+    kern_quantize_x_ref(qx, x, n, k, stat);
+}
 
 #ifdef KERN_X86
 #include <cpuid.h>

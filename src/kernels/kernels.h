@@ -105,6 +105,7 @@ typedef struct kern_qx {
  * stat is NULL, else with stat[0] as the scale and stat[1] as the zero point (values clamped to
  * -128..127). Rounds to nearest, halves away from zero. */
 void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
+void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat);
 /* y[r, o] = scale[r] * sum over groups g of scale(o, g) * (dot_g - zero[r] * wsum(o, g)), where dot_g
  * is the exact int32 sum of value(r, kk) * value(o, kk) over the group; the groups' terms join one
  * FMA chain in order, and the last multiply by scale[r] rounds once more. W is I8 or I4; the
