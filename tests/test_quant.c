@@ -145,6 +145,32 @@ static void test_calibration(const char *f32, const char *f32_static) {
               "a8w8: i8 layers with static activation parameters");
         etch_program_close(p);
         if (mode) continue;
+        /* A file whose k projection quantizes the shared input differently from q's is refused (the
+         * fuzzer found one: k then read int8 made with q's zero point and no group sums of its own). */
+        char *file = read_text(out); /* read_text reads up to 1 MiB: the file is about 450 KB */
+        long size = file_size(out);
+        REQUIRE_V(file && size > 0 && size < (1 << 20) - 1, "read %s", out);
+        REQUIRE_V(etch_program_open(out, &p, &err) == ETCH_OK, "%s", err.message);
+        uint64_t off = 0;
+        etch_program_info info;
+        etch_program_info_get(p, &info);
+        for (int32_t i = 0; i < info.n_tensors; i++) {
+            etch_tensor_info t;
+            if (etch_program_tensor(p, i, &t) == ETCH_OK && !strcmp(t.name, "blk.1.attn_k.weight.act")) off = t.offset;
+        }
+        etch_program_close(p);
+        REQUIRE_V(off > 0, "the act tensor of blk.1.attn_k");
+        float zp;
+        memcpy(&zp, file + off + 4, 4);
+        zp = zp == 0 ? 1 : -zp; /* another zero point */
+        memcpy(file + off + 4, &zp, 4);
+        const char *bad_path = tmp_path("q-a8w8-mixed.etch");
+        FILE *bf = fopen(bad_path, "wb");
+        REQUIRE_V(bf && fwrite(file, 1, (size_t)size, bf) == (size_t)size, "write");
+        fclose(bf);
+        free(file);
+        CHECK(etch_program_open(bad_path, &p, &err) == ETCH_ERR_FORMAT && strstr(err.message, "layer 1: q, k and v"),
+              "mixed activation parameters refused: %s", err.message);
         o.report = NULL;
         REQUIRE_V(etch_quantize(f32_static, outs, &o, &err) == ETCH_OK, "%s", err.message);
         char *text = read_text(ETCH_SOURCE_DIR "/tests/data/heldout.txt");

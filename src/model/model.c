@@ -112,13 +112,19 @@ static void mm_group_task(void *ctx, int i, int nw) {
  * more than the work (stories260K's 64 x 64 layers). */
 #define MM_PARALLEL_MIN (1 << 18)
 
-/* One site: the observer sees x[n, k]; an integer-dot matrix gets x as int8 (per row, or with its
- * static parameters; matrices that share a site share them). Returns what the jobs read. */
-static const kern_qx *site_input(model_state *s, int layer, int site, const float *x, int n, int k, const kern_mat *w) {
+/* One site: the observer sees x[n, k]; if an integer-dot matrix reads it, x is quantized to int8
+ * once for all of them (per row, or with their static parameters: the loader made sure the
+ * matrices of a site agree). w: the site's matrices, up to three. Returns what the jobs read. */
+static const kern_qx *site_input(model_state *s, int layer, int site, const float *x, int n, int k, const kern_mat *w0,
+                                 const kern_mat *w1, const kern_mat *w2) {
     if (s->observe) s->observe(s->observe_user, layer, site, x, n, k);
-    if (!kern_is_int_dot(w->type)) return NULL;
-    kern_quantize_x(&s->qx, x, n, k, w->act);
-    return &s->qx;
+    const kern_mat *ws[3] = {w0, w1, w2};
+    for (int i = 0; i < 3; i++)
+        if (ws[i] && kern_is_int_dot(ws[i]->type)) {
+            kern_quantize_x(&s->qx, x, n, k, ws[i]->act);
+            return &s->qx;
+        }
+    return NULL;
 }
 
 /* y[n, d] = x[n, k] . W^T over the pool, x as float or as int8 (qx). */
@@ -197,7 +203,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
         /* attention: q, k, v for all n rows */
         kern_rmsnorm(s->xb, s->x, L->attn_norm, n, dim, c->norm_eps);
-        const kern_qx *qx = site_input(s, l, MODEL_SITE_QKV, s->xb, n, dim, &L->wq);
+        const kern_qx *qx = site_input(s, l, MODEL_SITE_QKV, s->xb, n, dim, &L->wq, &L->wk, &L->wv);
         mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim, qx},
                          {k_rows, s->xb, &L->wk, n, kv_dim, dim, qx},
                          {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx}}, 3};
@@ -222,14 +228,14 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
-        qx = site_input(s, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo);
+        qx = site_input(s, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo, NULL, NULL);
         matmul(pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_attn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(act(w_gate x) * w_up x) */
         kern_rmsnorm(s->xb, s->x, L->ffn_norm, n, dim, c->norm_eps);
-        qx = site_input(s, l, MODEL_SITE_GATE_UP, s->xb, n, dim, &L->w_up);
+        qx = site_input(s, l, MODEL_SITE_GATE_UP, s->xb, n, dim, &L->w_up, &L->w_gate, NULL);
         mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx},
                          {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx}}, 2};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
@@ -237,7 +243,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         gate_job gj = {s->hb, s->hb2, n * c->hidden_dim, c->act};
         if (n * c->hidden_dim < (1 << 14)) gate_task(&gj, 0, 1);
         else base_pool_run(pool, gate_task, &gj);
-        qx = site_input(s, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down);
+        qx = site_input(s, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down, NULL, NULL);
         matmul(pool, s->proj, s->hb, qx, &L->w_down, n, dim, c->hidden_dim);
         if (c->post_norms) kern_rmsnorm(s->proj, s->proj, L->post_ffn_norm, n, dim, c->norm_eps);
         add_rows(s->x, s->proj, (size_t)n * dim);

@@ -281,6 +281,22 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
     return ETCH_OK;
 }
 
+/* Matrices that read the same input share its int8 quantization: their integer-dot members must
+ * all quantize it per row, or all with the same static scale and zero point. */
+static etch_status same_site(const char *path, int layer, const char *what, const kern_mat *a, const kern_mat *b,
+                             const kern_mat *c, etch_error *err) {
+    const kern_mat *ms[3] = {a, b, c}, *first = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!ms[i] || !kern_is_int_dot(ms[i]->type)) continue;
+        if (!first) first = ms[i];
+        else if (!first->act != !ms[i]->act ||
+                 (first->act && (first->act[0] != ms[i]->act[0] || first->act[1] != ms[i]->act[1])))
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: layer %d: %s read one input but disagree on its activation "
+                             "quantization (.act)", path, layer, what);
+    }
+    return ETCH_OK;
+}
+
 static etch_status load_weights(etch_program *p, const char *path, etch_error *err) {
     model_config *c = &p->cfg;
     uint64_t dim = (uint64_t)c->dim, q_dim = (uint64_t)c->n_heads * c->head_dim, hd = (uint64_t)c->head_dim;
@@ -323,6 +339,12 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
                           : need_tensor(p, path, name, FMT_DT_F32, t[i].rows, 0, t[i].vec, err);
             if (st) return st;
         }
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        const model_layer *L = &w->layers[l];
+        if ((st = same_site(path, l, "q, k and v", &L->wq, &L->wk, &L->wv, err)) ||
+            (st = same_site(path, l, "gate and up", &L->w_gate, &L->w_up, NULL, err)))
+            return st;
     }
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {
         const fmt_tensor *t = &p->file.tensors[i];
