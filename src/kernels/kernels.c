@@ -882,9 +882,8 @@ AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, 
                 carry + (r - r0) * 16, cont);                                                                        \
     else                                                                                                             \
         i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
-                    for (; r + 6 <= end; r += 6) I_TILE(6);
+                    for (; r + 5 <= end; r += 5) I_TILE(5);
                     switch (end - r) { /* the tail, with the row count known to the compiler */
-                    case 5: I_TILE(5); break;
                     case 4: I_TILE(4); break;
                     case 3: I_TILE(3); break;
                     case 2: I_TILE(2); break;
