@@ -83,9 +83,10 @@ void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
 
 /* Quantizes src[d, k] (row-major f32) into a packed Q8 or Q4 matrix with groups of `group`
  * (kern_q_groups): q [kern_packed_rows(d) * k] bytes for Q8, half that for Q4, scales
- * [kern_packed_rows(d) * n_groups], padding rows zero. Symmetric: Q8 maps the group's largest
- * magnitude to 127 (values -127..127); Q4 maps its largest-magnitude value to -8 as GGML's Q4_0
- * does (values -8..7). Returns the group size used. */
+ * [kern_packed_rows(d) * n_groups], padding rows zero. Symmetric, values -127..127 (Q8) or -8..7
+ * (Q4). The scale starts from the group's largest magnitude (to 127, or its value to -8 as GGML's
+ * Q4_0 does) and is shrunk by up to 5% (Q8) or 20% (Q4) when clipping the largest values lowers the
+ * group's squared error. Returns the group size used. */
 int kern_quantize(void *q, float *scales, int type, const float *src, int d, int k, int group);
 /* The stored value (o, kk) of a quantized matrix (-128..127 for Q8/I8, -8..7 for Q4/I4). */
 int kern_qvalue(const kern_mat *m, int o, int kk, int k);
