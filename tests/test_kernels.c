@@ -427,12 +427,14 @@ int main(void) {
     test_quantize_roundtrip();
     test_quantize_x();
     test_quantize_x_twin();
-    test_matmul(v, !strcmp(v, "avx2"));
-    test_matmul_int(v, !strcmp(v, "avx2")); /* with FMA hardware: equal to the fmaf twin bit for bit */
-    kern_force_portable(1);
+    int simd = strcmp(v, "portable") != 0;
+    test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
+    test_matmul_int(v, 1);
+    if (!strcmp(v, "avx2+vnni")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
+    kern_limit(KERN_PORTABLE);
     test_matmul("portable", 0);
     test_matmul_int("portable", 1);
-    kern_force_portable(0);
+    kern_limit(KERN_BEST);
     test_conversions();
     test_rmsnorm();
     test_rope();

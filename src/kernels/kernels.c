@@ -2,6 +2,7 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -325,6 +326,7 @@ static void matmul_portable(float *y, int ldy, const float *x, const kern_mat *w
 
 #ifdef KERN_X86
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 #define INLINE __attribute__((always_inline)) inline
 
 enum { sizeof_f32 = 4, sizeof_f16 = 2, sizeof_bf16 = 2 };
@@ -837,12 +839,120 @@ AVX2 static INLINE void i4_tile(float *y, int ldy, const kern_qx *x, int r0, con
     }
 }
 
+/* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
+ * four int8 inputs summed into int32 by one instruction, no int16 stage. A block's pair steps are
+ * regrouped two by two into quad steps of 64 bytes (rows 0..7's quads, then rows 8..15's), each
+ * weight as an unsigned byte: I8's value + 128, I4's stored nibble (value + 8). The offset comes off
+ * per group as 128 (I8) or 8 (I4) times the input's sum over the group, so the int32 sums are the
+ * twin's exactly (int32 wraps, but the final sum fits). A group with an odd number of pairs ends
+ * with a half quad, its other half zero. */
+
+/* Pair step st of panel wp as unsigned bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
+VNNI static INLINE __m256i v_pair(int type, const uint8_t *wp, int st) {
+    if (type == KERN_I4) return i4_bytes(wp + (size_t)st * 16);
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + (size_t)st * 32)), _mm256_set1_epi8((char)0x80));
+}
+
+/* Pair steps b .. e-1 of panel wp as quad steps at dst (64 bytes each). */
+VNNI static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *dst) {
+    for (int st = b; st < e; st += 2, dst += 64) {
+        __m256i a = v_pair(type, wp, st), c = st + 1 < e ? v_pair(type, wp, st + 1) : _mm256_setzero_si256();
+        __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c); /* rows 0-3|8-11, 4-7|12-15 */
+        _mm256_store_si256((__m256i *)dst, _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_store_si256((__m256i *)(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+
+/* As i_tile, over quad steps: group g's pairs from max(gb, sb) start at quad (g - g0) * slot of blk. */
+VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
+                               int sb, int se, const imat *m, int panel, int g0, int g1, int R, int cols,
+                               int32_t *carry, int cont) {
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    for (int g = g0; g < g1; g++) {
+        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
+        __m256i d0[6], d1[6];
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
+            d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
+        }
+        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
+        int st = b;
+        for (; st + 2 <= e; st += 2, wq += 64) {
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                int32_t quad;
+                memcpy(&quad, xb + (size_t)r * m->half + (size_t)st, sizeof quad);
+                __m256i xv = _mm256_set1_epi32(quad);
+                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+            }
+        }
+        if (st < e) { /* a half quad: the pair in the low half, zero weights in the high */
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_set1_epi32(xb[(size_t)r * m->half + (size_t)st]);
+                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+            }
+        }
+        if (e < ge) { /* the group goes on in the next block */
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
+                _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
+            }
+            return;
+        }
+        int last = g == m->n_groups - 1, unit = type == KERN_I8 ? 128 : 8;
+        for (int r = 0; r < R; r++) {
+            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+            __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[ge] - ps[gb])));
+            float *yo = y + (size_t)r * ldy;
+            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+            i_join(m, panel, g, x->zero[r0 + r], _mm256_sub_epi32(d0[r], off), _mm256_sub_epi32(d1[r], off), &a0, &a1);
+            if (last) {
+                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
+                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
+            }
+            store_cols(yo, a0, a1, cols);
+        }
+        cont = 0;
+    }
+}
+
+/* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
+ * quads in blk (at most I_BLOCK / 2 quads of 64 bytes, plus one half quad per odd group: it fits the
+ * int16 block's 16 KiB), then rows r0 .. r0+rows-1 in tiles of six. y points at the panel's column. */
+VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk, int sb,
+                         int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
+                         int32_t *carry, int cont) {
+    int slot = (m->group / 2 + 1) / 2; /* quads per whole group */
+    for (int g = g0; g < g1; g++) {
+        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64);
+    }
+    int r = r0, end = r0 + rows;
+#define V_TILE(R) \
+    v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, sb, se, m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
+    for (; r + 6 <= end; r += 6) V_TILE(6);
+    switch (end - r) { /* the tail, with the row count known to the compiler */
+    case 5: V_TILE(5); break;
+    case 4: V_TILE(4); break;
+    case 3: V_TILE(3); break;
+    case 2: V_TILE(2); break;
+    case 1: V_TILE(1); break;
+    }
+#undef V_TILE
+}
+
 /* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
  * a long group's int32 sums carried between blocks: 3 KiB. */
 #define I_BLOCK 256
 
-AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n, int k,
-                                 int ob, int oe) {
+/* vnni: blocks by vpdpbusd (v_block) instead of the AVX2 tiles. */
+AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
+                                 int k, int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
     imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group};
     size_t bytes = type == KERN_I8 ? 32 : 16;
@@ -865,6 +975,10 @@ AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, 
                 int gs = g0 * m.group / 2, ge = (g1 * m.group < k ? g1 * m.group : k) / 2;
                 for (int sb = gs; sb < ge; sb += I_BLOCK) {
                     int se = ge - sb < I_BLOCK ? ge : sb + I_BLOCK;
+                    if (vnni) {
+                        v_block(type, y + p0, ldy, x, wp, (uint8_t *)blk, sb, se, &m, panel, g0, g1, r0, rows, cols, carry, sb > gs);
+                        continue;
+                    }
                     for (int st = sb; st < se; st++) {
                         if (type == KERN_I4) { /* bytes for vpmaddubsw */
                             _mm256_store_si256((__m256i *)((uint8_t *)blk + (size_t)(st - sb) * 32), i4_bytes(wp + (size_t)st * 16));
@@ -896,13 +1010,11 @@ AVX2 static INLINE void matmul_i(int type, float *y, int ldy, const kern_qx *x, 
     }
 }
 
-AVX2 static void matmul_i8(float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
-    (void)d;
-    matmul_i(KERN_I8, y, ldy, x, m, n, k, ob, oe);
+AVX2 static void matmul_i8(int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int k, int ob, int oe) {
+    matmul_i(KERN_I8, vnni, y, ldy, x, m, n, k, ob, oe);
 }
-AVX2 static void matmul_i4(float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
-    (void)d;
-    matmul_i(KERN_I4, y, ldy, x, m, n, k, ob, oe);
+AVX2 static void matmul_i4(int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *m, int n, int k, int ob, int oe) {
+    matmul_i(KERN_I4, vnni, y, ldy, x, m, n, k, ob, oe);
 }
 
 AVX2 static void matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
@@ -949,7 +1061,7 @@ AVX2 static void values_avx2(int32_t *v, const float *xr, int len, float inv, in
 
 typedef void (*matmul_fn)(float *, int, const float *, const kern_mat *, int, int, int, int, int);
 static matmul_fn matmul_impl[5];
-static int use_portable = 1, force_portable = 0;
+static int use_portable = 1, use_vnni = 0, limit = KERN_BEST;
 
 void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
 #ifdef KERN_X86
@@ -976,34 +1088,51 @@ static int cpu_has_avx2_fma_f16c(void) {
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b >> 5) & 1;
 }
+
+/* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */
+static int cpu_has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 4) & 1;
+}
 #endif
 
+/* The cap from the environment: ETCH_KERNELS=avx2 (no VNNI) or portable; anything else: none. */
+static int env_limit(void) {
+    const char *e = getenv("ETCH_KERNELS");
+    if (!e) return KERN_BEST;
+    return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI : KERN_BEST;
+}
+
 const char *kern_init(void) {
+    int cap = env_limit() > limit ? env_limit() : limit;
 #ifdef KERN_X86
-    if (!force_portable && cpu_has_avx2_fma_f16c()) {
+    if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c()) {
         matmul_impl[KERN_F32] = matmul_f32;
         matmul_impl[KERN_F16] = matmul_f16;
         matmul_impl[KERN_BF16] = matmul_bf16;
         matmul_impl[KERN_Q8] = matmul_q8;
         matmul_impl[KERN_Q4] = matmul_q4;
         use_portable = 0;
-        return "avx2";
+        use_vnni = cap == KERN_BEST && cpu_has_avx_vnni();
+        return use_vnni ? "avx2+vnni" : "avx2";
     }
 #endif
-    use_portable = 1;
+    use_portable = 1, use_vnni = 0;
     return "portable";
 }
 
-void kern_force_portable(int on) {
-    force_portable = on;
-    kern_init();
+const char *kern_limit(int level) {
+    limit = level;
+    return kern_init();
 }
 
 void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
 #ifdef KERN_X86
     if (!use_portable) {
-        if (w->type == KERN_I8) matmul_i8(y, ldy, x, w, n, d, k, o_begin, o_end);
-        else matmul_i4(y, ldy, x, w, n, d, k, o_begin, o_end);
+        int vnni = use_vnni && n > 1; /* decode keeps the AVX2 GEMV */
+        if (w->type == KERN_I8) matmul_i8(vnni, y, ldy, x, w, n, k, o_begin, o_end);
+        else matmul_i4(vnni, y, ldy, x, w, n, k, o_begin, o_end);
         return;
     }
 #endif

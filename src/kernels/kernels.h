@@ -6,9 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Picks AVX2/FMA variants when the CPU has them. Idempotent and thread-safe in effect (every
- * caller computes the same choice). Returns the name of the variant set: "avx2" or "portable". */
+/* Picks AVX2/FMA variants when the CPU has them, and for integer-dot GEMMs (kern_matmul_i with more
+ * than one row) vpdpbusd where it also has AVX-VNNI. Idempotent and thread-safe in effect (every
+ * caller computes the same choice). Returns the name of the variant set: "avx2+vnni", "avx2" or
+ * "portable". The environment variable ETCH_KERNELS=avx2 or =portable caps the choice. */
 const char *kern_init(void);
+/* Caps the variants kern_init may pick (tests use it to compare every path with the twins) and
+ * picks again; returns the new set's name. */
+enum { KERN_BEST = 0, KERN_NO_VNNI = 1, KERN_PORTABLE = 2 };
+const char *kern_limit(int level);
 
 /* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one f32 scale
  * per group of values along k (a weight is value * scale); activations stay f32. I8 and I4 hold
@@ -134,8 +140,6 @@ static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
 void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
 void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end);
-/* Forces the portable variant (tests use it to compare both paths). */
-void kern_force_portable(int on);
 
 /* out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, for r < n. out may equal x. */
 void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
