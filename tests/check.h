@@ -54,6 +54,17 @@ static inline char *check_read_file(const char *path, size_t *n) {
     return p;
 }
 
+#ifdef ETCH_TEST_TMP
+/* ETCH_TEST_TMP/name, in one of eight rotating buffers (a call's result lives for eight more calls). */
+static inline const char *check_tmp_path(const char *name) {
+    static char out[8][512];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(out[k], sizeof out[k], "%s/%s", ETCH_TEST_TMP, name);
+    return out[k];
+}
+#endif
+
 /* The folder with stories260K/ and friends: $ETCH_MODELS_DIR, else the build's default. */
 static inline const char *models_dir(void) {
     const char *d = getenv("ETCH_MODELS_DIR");

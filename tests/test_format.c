@@ -4,14 +4,6 @@
 
 #include <string.h>
 
-static const char *tmp_path(const char *name) {
-    static char buf[4][512];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s/%s", ETCH_TEST_TMP, name);
-    return buf[k];
-}
-
 static void spit(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
     fwrite(p, 1, n, f);
@@ -32,7 +24,7 @@ static void put_le64(uint8_t *p, uint64_t v) {
 
 /* Opens bytes written to a file; returns the status and leaves the message in err. */
 static etch_status open_bytes(const uint8_t *p, size_t n, etch_error *err) {
-    const char *path = tmp_path("mutant.etch");
+    const char *path = check_tmp_path("mutant.etch");
     spit(path, p, n);
     fmt_file f;
     etch_status st = fmt_open(path, &f, err);
@@ -157,7 +149,7 @@ int main(void) {
 
     /* Files that are not there or not files. */
     fmt_file g;
-    CHECK(fmt_open(tmp_path("does-not-exist.etch"), &g, &err) == ETCH_ERR_IO && strstr(err.message, "cannot open"),
+    CHECK(fmt_open(check_tmp_path("does-not-exist.etch"), &g, &err) == ETCH_ERR_IO && strstr(err.message, "cannot open"),
           "%s", err.message);
     CHECK(fmt_open(ETCH_TEST_TMP, &g, &err) == ETCH_ERR_IO && strstr(err.message, "not a regular file"), "%s",
           err.message);

@@ -11,26 +11,8 @@
 
 enum { LEN = 200 };
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static const char *tmp_path(const char *name) {
-    static char out[8][512];
-    static int k;
-    k = (k + 1) % 8;
-    snprintf(out[k], sizeof out[k], "%s/%s", ETCH_TEST_TMP, name);
-    return out[k];
-}
-
 static const char *quantize(const char *in, const char *name, const char *scheme, int group, const char *qembd) {
-    const char *out = tmp_path(name);
+    const char *out = check_tmp_path(name);
     etch_quantize_options o = {.scheme = scheme, .group_size = group, .qembedding = qembd};
     etch_error err;
     if (etch_quantize(in, out, &o, &err) != ETCH_OK) {
@@ -103,7 +85,7 @@ static long file_size(const char *path) {
 static int32_t text_tokens(const char *program, const char *path) {
     etch_program *p;
     etch_error err;
-    char *text = read_text(path);
+    char *text = check_read_file(path, NULL);
     int32_t *ids, n = -1;
     if (text && etch_program_open(program, &p, &err) == ETCH_OK) {
         if (etch_tokenize(p, text, strlen(text), 0, &ids, &n, &err) == ETCH_OK) etch_free(ids);
@@ -123,7 +105,7 @@ static void test_calibration(const char *f32, const char *f32_static) {
         etch_quantize_options o = {.scheme = "a8w8", .calib_files = files, .n_calib_files = 1, .report = &r,
                                    .calib_mode = mode ? "generate" : NULL, .gen_tokens = 16,
                                    .observer = mode ? "percentile" : NULL};
-        const char *out = tmp_path(mode ? "q-a8w8-gen.etch" : "q-a8w8.etch"), *outs = tmp_path("q-a8w8-static.etch");
+        const char *out = check_tmp_path(mode ? "q-a8w8-gen.etch" : "q-a8w8.etch"), *outs = check_tmp_path("q-a8w8-static.etch");
         etch_error err;
         REQUIRE_V(etch_quantize(f32, out, &o, &err) == ETCH_OK, "a8w8 %s: %s", mode ? "generate" : "prefill", err.message);
         /* the text's tokens plus a BOS per chunk of the context (512), each seen once */
@@ -147,9 +129,9 @@ static void test_calibration(const char *f32, const char *f32_static) {
         if (mode) continue;
         /* A file whose k projection quantizes the shared input differently from q's is refused (the
          * fuzzer found one: k then read int8 made with q's zero point and no group sums of its own). */
-        char *file = read_text(out); /* read_text reads up to 1 MiB: the file is about 450 KB */
-        long size = file_size(out);
-        REQUIRE_V(file && size > 0 && size < (1 << 20) - 1, "read %s", out);
+        size_t size = 0;
+        char *file = check_read_file(out, &size);
+        REQUIRE_V(file && size > 0, "read %s", out);
         REQUIRE_V(etch_program_open(out, &p, &err) == ETCH_OK, "%s", err.message);
         uint64_t off = 0;
         etch_program_info info;
@@ -159,21 +141,21 @@ static void test_calibration(const char *f32, const char *f32_static) {
             if (etch_program_tensor(p, i, &t) == ETCH_OK && !strcmp(t.name, "blk.1.attn_k.weight.act")) off = t.offset;
         }
         etch_program_close(p);
-        REQUIRE_V(off > 0, "the act tensor of blk.1.attn_k");
+        REQUIRE_V(off > 0 && off + 8 <= size, "the act tensor of blk.1.attn_k inside the file");
         float zp;
         memcpy(&zp, file + off + 4, 4);
         zp = zp == 0 ? 1 : -zp; /* another zero point */
         memcpy(file + off + 4, &zp, 4);
-        const char *bad_path = tmp_path("q-a8w8-mixed.etch");
+        const char *bad_path = check_tmp_path("q-a8w8-mixed.etch");
         FILE *bf = fopen(bad_path, "wb");
-        REQUIRE_V(bf && fwrite(file, 1, (size_t)size, bf) == (size_t)size, "write");
+        REQUIRE_V(bf && fwrite(file, 1, size, bf) == size, "write");
         fclose(bf);
         free(file);
         CHECK(etch_program_open(bad_path, &p, &err) == ETCH_ERR_FORMAT && strstr(err.message, "layer 1: q, k and v"),
               "mixed activation parameters refused: %s", err.message);
         o.report = NULL;
         REQUIRE_V(etch_quantize(f32_static, outs, &o, &err) == ETCH_OK, "%s", err.message);
-        char *text = read_text(ETCH_SOURCE_DIR "/tests/data/heldout.txt");
+        char *text = check_read_file(ETCH_SOURCE_DIR "/tests/data/heldout.txt", NULL);
         int32_t *ids, n;
         REQUIRE_V(etch_program_open(out, &p, &err) == ETCH_OK && etch_tokenize(p, text, strlen(text), 1, &ids, &n, &err) == ETCH_OK, "tokens");
         size_t bytes = (size_t)LEN * etch_program_meta(p)->vocab_size * sizeof(float);
@@ -241,7 +223,7 @@ int main(void) {
     /* --- the reference greedy output, 8w */
     char path[600];
     snprintf(path, sizeof path, "%s/stories260K/reference/greedy_ids.json", models_dir());
-    char *json = read_text(path);
+    char *json = check_read_file(path, NULL);
     REQUIRE(json, "cannot read %s", path);
     cJSON *ref = cJSON_Parse(json);
     REQUIRE(ref, "reference JSON");
@@ -262,7 +244,7 @@ int main(void) {
     etch_program *p;
     etch_error err;
     REQUIRE(etch_program_open(f32, &p, &err) == ETCH_OK, "%s", err.message);
-    char *text = read_text(ETCH_SOURCE_DIR "/tests/data/heldout.txt");
+    char *text = check_read_file(ETCH_SOURCE_DIR "/tests/data/heldout.txt", NULL);
     REQUIRE(text, "heldout.txt");
     int32_t *ids, n_ids;
     REQUIRE(etch_tokenize(p, text, strlen(text), 1, &ids, &n_ids, &err) == ETCH_OK && n_ids >= LEN, "tokens");
@@ -297,7 +279,7 @@ int main(void) {
     free(a), free(b), free(c), free(fl), free(ids);
 
     /* --- what the files hold */
-    REQUIRE(etch_program_open(tmp_path("q-8w.etch"), &p, &err) == ETCH_OK, "%s", err.message);
+    REQUIRE(etch_program_open(check_tmp_path("q-8w.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     const char *dt = tensor_dtype(p, "blk.0.attn_q.weight"), *emb = tensor_dtype(p, "token_embd.weight"),
                *outw = tensor_dtype(p, "output.weight");
     CHECK(dt && !strcmp(dt, "q8") && tensor_dtype(p, "blk.0.attn_q.weight.scale"), "8w: q8 with scales (%s)", dt);
@@ -306,28 +288,28 @@ int main(void) {
           "8w: the tied table gives the output layer its own q8 copy (%s)", outw);
     CHECK(!strcmp(tensor_dtype(p, "blk.0.attn_norm.weight"), "f32"), "norms stay f32");
     etch_program_close(p);
-    REQUIRE(etch_program_open(tmp_path("q-4w-e4.etch"), &p, &err) == ETCH_OK, "%s", err.message);
+    REQUIRE(etch_program_open(check_tmp_path("q-4w-e4.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     emb = tensor_dtype(p, "token_embd.weight");
     CHECK(emb && !strcmp(emb, "q4") && etch_program_meta(p)->tied_embeddings == 1 && !tensor_dtype(p, "output.weight"),
           "4w --qembedding 4w: the table is q4 and stays tied (%s)", emb);
     etch_program_close(p);
-    REQUIRE(etch_program_open(tmp_path("q-8da4w-g16-e8.etch"), &p, &err) == ETCH_OK, "%s", err.message);
+    REQUIRE(etch_program_open(check_tmp_path("q-8da4w-g16-e8.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     dt = tensor_dtype(p, "blk.1.ffn_down.weight"), emb = tensor_dtype(p, "token_embd.weight");
     CHECK(dt && !strcmp(dt, "i4") && emb && !strcmp(emb, "i8") && etch_program_meta(p)->tied_embeddings == 1,
           "8da4w --qembedding 8w: i4 layers, an i8 table serving as the output's integer dot products (%s, %s)", dt, emb);
     etch_program_close(p);
-    long s32 = file_size(f32), s8 = file_size(tmp_path("q-8w-e8.etch")), s4 = file_size(tmp_path("q-4w-e4.etch"));
+    long s32 = file_size(f32), s8 = file_size(check_tmp_path("q-8w-e8.etch")), s4 = file_size(check_tmp_path("q-4w-e4.etch"));
     CHECK(s8 < s32 * 0.3 && s4 < s32 * 0.2, "sizes: f32 %ld, 8w %ld, 4w %ld", s32, s8, s4);
 
     /* --- bad requests: a clear error, nothing written */
     struct { const char *in, *scheme; int group; const char *qembd; etch_status want; const char *says; } bad[] = {
-        {tmp_path("q-8w.etch"), "8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "already q8"},
+        {check_tmp_path("q-8w.etch"), "8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "already q8"},
         {f32, "3w", 0, NULL, ETCH_ERR_ARG, "scheme '3w'"},
         {f32, "8w", 0, "2w", ETCH_ERR_ARG, "embedding scheme '2w'"},
         {f32, "4w", -1, NULL, ETCH_ERR_ARG, "group size -1"},
-        {tmp_path("missing.etch"), "8w", 0, NULL, ETCH_ERR_IO, "missing.etch"},
+        {check_tmp_path("missing.etch"), "8w", 0, NULL, ETCH_ERR_IO, "missing.etch"},
     };
-    const char *out = tmp_path("q-bad.etch");
+    const char *out = check_tmp_path("q-bad.etch");
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         remove(out);
         etch_quantize_options o = {.scheme = bad[i].scheme, .group_size = bad[i].group, .qembedding = bad[i].qembd};

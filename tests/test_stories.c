@@ -6,16 +6,6 @@
 #include <math.h>
 #include <sys/stat.h>
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = calloc(1, 1 << 20);
-    size_t n = fread(buf, 1, (1 << 20) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 typedef struct collect {
     char text[1 << 16];
     size_t len;
@@ -39,7 +29,7 @@ static int ids_equal(cJSON *arr, const int32_t *ids, int32_t n) {
 int main(void) {
     char path[600];
     snprintf(path, sizeof path, "%s/stories260K/reference/greedy_ids.json", models_dir());
-    char *json = read_text(path);
+    char *json = check_read_file(path, NULL);
     REQUIRE(json, "cannot read %s (set ETCH_MODELS_DIR)", path);
     cJSON *ref = cJSON_Parse(json);
     REQUIRE(ref, "reference JSON does not parse");
@@ -73,7 +63,7 @@ int main(void) {
             cJSON *item = cJSON_GetObjectItem(ref, cases[c].name);
             cJSON *want_prompt = cJSON_GetObjectItem(item, "prompt_ids"), *want_gen = cJSON_GetObjectItem(item, "generated_ids");
             snprintf(path, sizeof path, "%s/stories260K/reference/%s", models_dir(), cases[c].text_file);
-            char *want_text = read_text(path);
+            char *want_text = check_read_file(path, NULL);
             REQUIRE(want_prompt && want_gen && want_text, "reference for %s", cases[c].name);
             size_t wl = strlen(want_text);
             if (wl && want_text[wl - 1] == '\n') want_text[--wl] = '\0'; /* llama2.c ends with a newline */

@@ -15,6 +15,23 @@
 
 int cmd_bench(int argc, char **argv);
 
+/* Bytes of weights one decode step reads: every tensor of the program (with scales, quantized or
+ * not) but the embedding table, of which it reads one row, unless the output layer is tied to it. */
+static double decode_weight_bytes(const etch_program *p) {
+    etch_program_info info;
+    etch_program_info_get(p, &info);
+    double total = 0, table = 0;
+    int tied = 1;
+    for (int32_t i = 0; i < info.n_tensors; i++) {
+        etch_tensor_info t;
+        if (etch_program_tensor(p, i, &t) != ETCH_OK) continue;
+        total += (double)t.nbytes;
+        if (!strncmp(t.name, "token_embd.weight", 17)) table += (double)t.nbytes; /* the table and its .scale */
+        if (!strcmp(t.name, "output.weight")) tied = 0;
+    }
+    return tied ? total : total - table;
+}
+
 static const char bench_help[] =
     "usage: etch bench PROGRAM.etch [-p 128,512] [-n 64] [-t 1,2] [-r 5] [--json] [--roofline]\n"
     "\n"
@@ -162,8 +179,7 @@ int cmd_bench(int argc, char **argv) {
     double q_dim = (double)m->n_heads * m->head_dim, kv_dim = (double)m->n_kv_heads * m->head_dim;
     double layer_macs = m->dim * (q_dim + 2 * kv_dim) + q_dim * m->dim + 3.0 * m->dim * m->hidden_dim;
     double body_macs = m->n_layers * layer_macs, head_macs = (double)m->vocab_size * m->dim;
-    double wsize = !strcmp(m->dtype, "f32") ? 4 : 2;
-    double weight_bytes = (body_macs + head_macs) * wsize;
+    double weight_bytes = decode_weight_bytes(p);
 
     /* Real text as the prompt: enough of it for the longest case. */
     int max_p = 0;

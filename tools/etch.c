@@ -19,6 +19,7 @@
 static const char *cmd_name = "etch";
 int cmd_bench(int argc, char **argv); /* tools/bench.c */
 int cmd_eval(int argc, char **argv);  /* tools/eval.c */
+void progress_bar(void *user, const char *what, int64_t done, int64_t total);
 
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die_usage(const char *fmt, ...) {
@@ -134,13 +135,15 @@ static const char export_help[] =
     "  --static                a program that takes one token per call (max_seq_len 1)\n"
     "  -h, --help              this text\n";
 
-/* A progress bar on stderr, redrawn in place: only when stderr is a terminal. */
-static void progress_bar(void *user, const char *what, int64_t done, int64_t total) {
+/* A progress bar on stderr, redrawn in place: only when stderr is a terminal. The unit follows
+ * `what`: tokens when calibrating, windows when evaluating, else tensors. etch eval uses it too. */
+void progress_bar(void *user, const char *what, int64_t done, int64_t total) {
     (void)user;
     if (!isatty(2) || total <= 0) return;
     int width = 40, filled = (int)(width * (double)done / (double)total);
+    const char *unit = !strcmp(what, "calibrating") ? "tokens" : !strcmp(what, "evaluating") ? "windows" : "tensors";
     fprintf(stderr, "\r%-11s [%.*s%*s] %lld/%lld %s", what, filled, "########################################",
-            width - filled, "", (long long)done, (long long)total, strcmp(what, "calibrating") ? "tensors" : "tokens");
+            width - filled, "", (long long)done, (long long)total, unit);
     if (done >= total) fputc('\n', stderr);
     fflush(stderr);
 }

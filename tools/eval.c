@@ -12,9 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 int cmd_eval(int argc, char **argv);
+void progress_bar(void *user, const char *what, int64_t done, int64_t total); /* tools/etch.c */
 
 static const char eval_help[] =
     "usage: etch eval PROGRAM.etch --text FILE [--ref REF.etch] [--ctx N] [-t N] [--json]\n"
@@ -173,7 +173,6 @@ int cmd_eval(int argc, char **argv) {
     }
     double nll = 0, ref_nll = 0;
     long scored = 0, agree = 0;
-    int tty = isatty(2);
     for (int w = 0; w < n_windows; w++) {
         const int32_t *win = ids + (size_t)w * ctx;
         if (!window_logits(s, m, win, ctx, lg)) {
@@ -194,9 +193,8 @@ int cmd_eval(int argc, char **argv) {
             }
             scored++;
         }
-        if (tty) fprintf(stderr, "\reval: window %d/%d, perplexity %.4f ", w + 1, n_windows, exp(nll / (double)scored));
+        progress_bar(NULL, "evaluating", w + 1, n_windows);
     }
-    if (tty) fputc('\n', stderr);
     double ppl = exp(nll / (double)scored);
     if (r) {
         double kl_mean = 0;

@@ -178,35 +178,26 @@ static etch_status add_text(samples *s, const etch_program *p, const char *text,
  * sees the template's special tokens (and Qwen3's think block when a turn has reasoning). */
 static etch_status render_chat(const etch_program *p, const cJSON *msgs, const char *where, char **out, etch_error *err) {
     const char *tpl = etch_program_meta(p)->chat_template;
-    int chatml = !strcmp(tpl, "chatml") || !strcmp(tpl, "qwen3"), llama3 = !strcmp(tpl, "llama3");
-    if (!chatml && !llama3)
+    if (strcmp(tpl, "chatml") && strcmp(tpl, "qwen3") && strcmp(tpl, "llama3"))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: chat samples need a program with the chatml, qwen3 or llama3 "
                          "template (this one has '%s')", where, tpl[0] ? tpl : "none");
-    size_t cap = 256;
-    for (const cJSON *m = msgs->child; m; m = m->next) {
+    int n = cJSON_GetArraySize(msgs), i = 0;
+    rt_chat_turn *turns = base_malloc((size_t)(n ? n : 1) * sizeof *turns);
+    if (!turns) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a chat sample");
+    for (const cJSON *m = msgs->child; m; m = m->next, i++) {
         const cJSON *c = cJSON_GetObjectItem(m, "content"), *r = cJSON_GetObjectItem(m, "role");
         const cJSON *t = cJSON_GetObjectItem(m, "reasoning_content");
         if (!cJSON_IsString(c) || !cJSON_IsString(r) ||
-            (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant")))
+            (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant"))) {
+            base_free(turns);
             return base_fail(err, ETCH_ERR_FORMAT, "%s: each message needs a role (system, user, assistant) and a "
                              "string content", where);
-        cap += strlen(c->valuestring) + (cJSON_IsString(t) ? strlen(t->valuestring) : 0) + 64;
+        }
+        turns[i] = (rt_chat_turn){r->valuestring, c->valuestring, cJSON_IsString(t) ? t->valuestring : NULL};
     }
-    char *s = base_malloc(cap);
-    if (!s) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a chat sample");
-    size_t len = 0;
-    for (const cJSON *m = msgs->child; m; m = m->next) {
-        const char *role = cJSON_GetObjectItem(m, "role")->valuestring, *content = cJSON_GetObjectItem(m, "content")->valuestring;
-        const cJSON *t = cJSON_GetObjectItem(m, "reasoning_content");
-        int think = !strcmp(tpl, "qwen3") && !strcmp(role, "assistant") && cJSON_IsString(t);
-        if (chatml)
-            len += (size_t)snprintf(s + len, cap - len, "<|im_start|>%s\n%s%s%s%s<|im_end|>\n", role, think ? "<think>\n" : "",
-                                    think ? t->valuestring : "", think ? "\n</think>\n\n" : "", content);
-        else
-            len += (size_t)snprintf(s + len, cap - len, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, content);
-    }
-    *out = s;
-    return ETCH_OK;
+    etch_status st = rt_chat_render_turns(tpl, turns, n, 0, -1, out, err);
+    base_free(turns);
+    return st;
 }
 
 /* One JSON value of a calibration file: a string, {"text": ...} or {"messages": [...]}. */

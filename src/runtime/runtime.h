@@ -55,6 +55,20 @@ struct etch_session {
     char error[4096];
 };
 
+/* One turn of a conversation: role "system", "user" or "assistant"; reasoning (Qwen3's think block
+ * of an assistant turn) may be NULL. */
+typedef struct rt_chat_turn {
+    const char *role, *content, *reasoning;
+} rt_chat_turn;
+
+/* Writes turns[0..n) in chat template `name` (chatml, qwen3, llama3, llama2), then, when gen, the
+ * assistant's header that asks for the next answer (qwen3 with think == 0: and an empty think block).
+ * A qwen3 assistant turn with reasoning carries it in a think block. llama2 takes an optional system
+ * turn and one user turn only. *out is base_malloc'ed. etch_chat_render and calibration's chat
+ * samples both render through it. */
+etch_status rt_chat_render_turns(const char *name, const rt_chat_turn *turns, int n, int gen, int think, char **out,
+                                 etch_error *err);
+
 /* Records a message in the session and returns st. */
 etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
