@@ -116,7 +116,7 @@ void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float 
 /* y[r, o] = scale[r] * sum over groups g of scale(o, g) * (dot_g - zero[r] * wsum(o, g)), where dot_g
  * is the exact int32 sum of value(r, kk) * value(o, kk) over the group; the groups' terms join one
  * FMA chain in order, and the last multiply by scale[r] rounds once more. W is I8 or I4; the
- * other arguments are as kern_matmul's. The AVX2 kernel equals the twin bit for bit. */
+ * other arguments are as kern_matmul's. The AVX2 and AVX-VNNI kernels equal the twin bit for bit. */
 void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
 void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin,
                        int o_end);
