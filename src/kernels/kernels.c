@@ -851,6 +851,10 @@ AVX2 static INLINE void i4_tile(float *y, int ldy, const kern_qx *x, int r0, con
     }
 }
 
+/* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
+ * a long group's int32 sums carried between blocks: 3 KiB. */
+#define I_BLOCK 256
+
 /* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
  * four int8 inputs summed into int32 by one instruction, no int16 stage. A block's pair steps are
  * regrouped two by two into quad steps of 64 bytes (rows 0..7's quads, then rows 8..15's), each
@@ -933,6 +937,59 @@ VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, in
     }
 }
 
+/* As v_tile for blocks of whole groups (g0 .. g1-1, none cut by the block), R rows (1..3): the rows'
+ * float sums stay in registers from group to group (4R accumulators with the int32 ones: 15 registers
+ * at three rows) instead of going through y after every group, which cost as much as a group of 32
+ * values' vpdpbusd. The float operations and their order are v_tile's. */
+VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk,
+                                      int slot, const imat *m, int panel, int g0, int g1, int R, int cols) {
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    __m256 a0[3], a1[3];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+    int unit = type == KERN_I8 ? 128 : 8;
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        __m256i d0[3], d1[3];
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
+        int st = b;
+        for (; st + 2 <= e; st += 2, wq += 64) {
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                int32_t quad;
+                memcpy(&quad, xb + (size_t)r * m->half + (size_t)st, sizeof quad);
+                __m256i xv = _mm256_set1_epi32(quad);
+                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+            }
+        }
+        if (st < e) { /* a half quad */
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_set1_epi32(xb[(size_t)r * m->half + (size_t)st]);
+                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+            }
+        }
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+            __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));
+            i_join(m, panel, g, x->zero[r0 + r], _mm256_sub_epi32(d0[r], off), _mm256_sub_epi32(d1[r], off), &a0[r], &a1[r]);
+        }
+    }
+    int last = g1 == m->n_groups;
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        if (last) {
+            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
+            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
+        }
+        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+    }
+}
+
 /* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
  * quads in blk (at most I_BLOCK / 2 quads of 64 bytes, plus one half quad per odd group: it fits the
  * int16 block's 16 KiB), then rows r0 .. r0+rows-1 in tiles of six. y points at the panel's column. */
@@ -945,6 +1002,14 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
         v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64);
     }
     int r = r0, end = r0 + rows;
+    if (m->group / 2 <= I_BLOCK) { /* whole groups: float sums in registers, three rows at a time */
+#define V_GROUPS(R) v_tile_groups(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols)
+        for (; r + 3 <= end; r += 3) V_GROUPS(3);
+        if (end - r == 2) V_GROUPS(2);
+        else if (end - r == 1) V_GROUPS(1);
+#undef V_GROUPS
+        return;
+    }
 #define V_TILE(R) \
     v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, sb, se, m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
     for (; r + 6 <= end; r += 6) V_TILE(6);
@@ -958,9 +1023,6 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
 #undef V_TILE
 }
 
-/* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
- * a long group's int32 sums carried between blocks: 3 KiB. */
-#define I_BLOCK 256
 
 /* vnni: blocks by vpdpbusd (v_block) instead of the AVX2 tiles. */
 AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
