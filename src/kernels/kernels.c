@@ -851,6 +851,68 @@ AVX2 static INLINE void i4_tile(float *y, int ldy, const kern_qx *x, int r0, con
     }
 }
 
+/* As i_tile and i4_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the
+ * block): the rows' float sums stay in registers from group to group instead of going through y
+ * after every group. R rows: up to 3 for I8 (12 accumulators, two weight vectors, one input), up to
+ * 2 for I4 (its int16 sums of eight steps take one more register per row). Same float operations in
+ * the same order as i_tile. */
+AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+                                      const imat *m, int panel, int g0, int g1, int R, int cols) {
+    __m256 a0[3], a1[3];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        __m256i d0[3], d1[3];
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+        if (type == KERN_I8) {
+            const int32_t *xp = x->pairs + (size_t)r0 * m->half;
+            for (int st = b; st < e; st++) {
+                const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
+                __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
+                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                    __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
+                    d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
+                    d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
+                }
+            }
+        } else {
+            const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+            const uint8_t *bytes = (const uint8_t *)blk;
+            for (int st = b; st < e; st += 8) { /* eight steps in int16 (see i4_tile), then widened */
+                int end = st + 8 < e ? st + 8 : e;
+                __m256i h[3];
+                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) h[r] = _mm256_setzero_si256();
+                for (int s2 = st; s2 < end; s2++) {
+                    __m256i w = _mm256_load_si256((const __m256i *)(bytes + (size_t)(s2 - sb) * 32));
+                    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+                        h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
+                }
+                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                    d0[r] = _mm256_add_epi32(d0[r], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(h[r])));
+                    d1[r] = _mm256_add_epi32(d1[r], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h[r], 1)));
+                }
+            }
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+                __m256i off = _mm256_set1_epi32(8 * (ps[e] - ps[b]));
+                d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
+            }
+        }
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    }
+    int last = g1 == m->n_groups;
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        if (last) {
+            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
+            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
+        }
+        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+    }
+}
+
 /* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
  * a long group's int32 sums carried between blocks: 3 KiB. */
 #define I_BLOCK 256
@@ -1064,6 +1126,19 @@ AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const ke
                         _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32 + 16), hi);
                     }
                     int r = r0, end = r0 + rows, cont = sb > gs;
+                    if (per) { /* whole groups: float sums in registers */
+#define I_GROUPS(R) i_tile_groups(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, &m, panel, g0, g1, R, cols)
+                        if (type == KERN_I8) {
+                            for (; r + 3 <= end; r += 3) I_GROUPS(3);
+                            if (end - r == 2) I_GROUPS(2);
+                            else if (end - r == 1) I_GROUPS(1);
+                        } else {
+                            for (; r + 2 <= end; r += 2) I_GROUPS(2);
+                            if (end - r == 1) I_GROUPS(1);
+                        }
+#undef I_GROUPS
+                        continue;
+                    }
 #define I_TILE(R)                                                                                                   \
     if (type == KERN_I4)                                                                                             \
         i4_tile(y + (size_t)r * ldy + p0, ldy, x, r, (const uint8_t *)blk, sb, se, &m, panel, g0, g1, R, cols,       \
