@@ -941,6 +941,31 @@ VNNI static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8
     }
 }
 
+/* R rows' int32 sums (d0: rows 0..7 of the panel, d1: 8..15) over pair steps b .. e-1 of one group,
+ * whose quads start at wq; xb is row 0's input bytes, half the pairs per row. */
+VNNI static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, int b, int e, int R, __m256i *d0,
+                               __m256i *d1) {
+    int st = b;
+    for (; st + 2 <= e; st += 2, wq += 64) {
+        __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, xb + (size_t)r * half + (size_t)st, sizeof quad);
+            __m256i xv = _mm256_set1_epi32(quad);
+            d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+            d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+        }
+    }
+    if (st < e) { /* a half quad: the pair in the low half, zero weights in the high */
+        __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            __m256i xv = _mm256_set1_epi32(xb[(size_t)r * half + (size_t)st]);
+            d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+            d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+        }
+    }
+}
+
 /* As i_tile, over quad steps: group g's pairs from max(gb, sb) start at quad (g - g0) * slot of blk. */
 VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
                                int sb, int se, const imat *m, int panel, int g0, int g1, int R, int cols,
@@ -954,26 +979,7 @@ VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, in
             d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
             d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
         }
-        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
-        int st = b;
-        for (; st + 2 <= e; st += 2, wq += 64) {
-            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                int32_t quad;
-                memcpy(&quad, xb + (size_t)r * m->half + (size_t)st, sizeof quad);
-                __m256i xv = _mm256_set1_epi32(quad);
-                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
-                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
-            }
-        }
-        if (st < e) { /* a half quad: the pair in the low half, zero weights in the high */
-            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                __m256i xv = _mm256_set1_epi32(xb[(size_t)r * m->half + (size_t)st]);
-                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
-                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
-            }
-        }
+        v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
         if (e < ge) { /* the group goes on in the next block */
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
                 _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
@@ -1016,26 +1022,7 @@ VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx
         int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
-        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
-        int st = b;
-        for (; st + 2 <= e; st += 2, wq += 64) {
-            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
-            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                int32_t quad;
-                memcpy(&quad, xb + (size_t)r * m->half + (size_t)st, sizeof quad);
-                __m256i xv = _mm256_set1_epi32(quad);
-                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
-                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
-            }
-        }
-        if (st < e) { /* a half quad */
-            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
-            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                __m256i xv = _mm256_set1_epi32(xb[(size_t)r * m->half + (size_t)st]);
-                d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
-                d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
-            }
-        }
+        v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
             __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));

@@ -132,8 +132,9 @@ static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
  * multiple of 16; o_end a multiple of 16 or d). x is [n, k] row-major, y has row stride ldy, W is
  * packed (widened in registers: F16C for f16, a shift for bf16, value * scale for Q8 and Q4).
  * Every element is one fused multiply-add chain over kk in order, whatever n and the tiling are;
- * for Q8 and Q4 one chain per group over x * value (exact in f32), each group's sum then added to
- * the element by one more FMA with its scale, group after group. The AVX2 kernel equals the
+ * for Q8 one chain per group over x * value, for Q4 over x * stored nibble (value + 8; 16 times it
+ * for rows 8..15 of a panel, the chain then times 1/16), less 8 times the group's sum of x; each
+ * group's sum then added to the element by one more FMA with its scale, group after group. The AVX2 kernel equals the
  * reference twin bit for bit, and a row's result does not depend on the other rows of the call
  * (batched and one-token prefill agree exactly). Quantized matrices with more than one row are
  * widened block by block into f32 on the stack and multiplied there. */
