@@ -708,53 +708,6 @@ AVX2 static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs,
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
 
-/* R rows (1..6) x one panel over the pair steps sb .. se-1 widened in blk (int16, 32 per step), which
- * cover groups g0 .. g1-1 whole, or part of one long group g0 (g1 = g0 + 1): then carry holds the
- * rows' int32 sums between blocks ([R][16], read when cont, written unless the group ends there).
- * A group's end joins its terms to the float sums kept in y (read back unless it is the first
- * group); the last group's end multiplies them by the rows' scales. */
-AVX2 static INLINE void i_tile(float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb, int se,
-                               const imat *m, int panel, int g0, int g1, int R, int cols, int32_t *carry, int cont) {
-    const int32_t *xp = x->pairs + (size_t)r0 * m->half;
-    for (int g = g0; g < g1; g++) {
-        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
-        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
-        __m256i d0[6], d1[6];
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-            d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
-            d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
-        }
-        for (int st = b; st < e; st++) {
-            const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
-            __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
-                d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
-                d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
-            }
-        }
-        if (e < ge) { /* the group goes on in the next block */
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
-                _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
-            }
-            return;
-        }
-        int last = g == m->n_groups - 1;
-        for (int r = 0; r < R; r++) {
-            float *yo = y + (size_t)r * ldy;
-            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
-            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
-            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0, &a1);
-            if (last) {
-                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
-                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
-            }
-            store_cols(yo, a0, a1, cols);
-        }
-    }
-}
-
 /* ---- I4 by vpmaddubsw: a pair step's 32 stored nibbles (value + 8, 0..15) as unsigned bytes times
  * the input's pair as signed bytes, each row's pair summed in int16 (at most 2 * 15 * 128 = 3,840),
  * eight steps added in int16 (30,720 < 32,767) before they widen to int32; the offset of 8 comes off
@@ -801,61 +754,93 @@ AVX2 static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int 
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
 
-/* As i_tile, for I4: blk holds each pair step's 32 bytes (i4_bytes); the rows' int32 sums live in
- * acc (on the stack, or carried between blocks of a long group). */
-AVX2 static INLINE void i4_tile(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
-                                const imat *m, int panel, int g0, int g1, int R, int cols, int32_t *carry, int cont) {
-    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
-    int32_t acc[6 * 16] __attribute__((aligned(32)));
-    for (int g = g0; g < g1; g++) {
-        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
-        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
-        if (cont) memcpy(acc, carry, (size_t)R * 16 * sizeof *acc);
-        else memset(acc, 0, (size_t)R * 16 * sizeof *acc);
-        for (int st = b; st < e; st += 8) {
-            int end = st + 8 < e ? st + 8 : e;
-            __m256i a[6];
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) a[r] = _mm256_setzero_si256();
-            for (int s2 = st; s2 < end; s2++) {
-                __m256i w = _mm256_load_si256((const __m256i *)(blk + (size_t)(s2 - sb) * 32));
-                _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
-                    a[r] = _mm256_add_epi16(a[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
-            }
+/* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of pair steps
+ * b .. e-1 held in blk from step sb: I8 as int16 pairs (i_step) by vpmaddwd; I4 as bytes (i4_bytes)
+ * by vpmaddubsw, eight steps in int16 and then widened (the offset of 8 is the caller's). */
+AVX2 static INLINE void i_dots(int type, const int16_t *blk, int sb, const kern_qx *x, int r0, const imat *m, int b,
+                               int e, int R, __m256i *d0, __m256i *d1) {
+    if (type == KERN_I8) {
+        const int32_t *xp = x->pairs + (size_t)r0 * m->half;
+        for (int st = b; st < e; st++) {
+            const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
+            __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                __m256i *ar = (__m256i *)(acc + r * 16);
-                _mm256_store_si256(ar, _mm256_add_epi32(_mm256_load_si256(ar), _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[r]))));
-                _mm256_store_si256(ar + 1, _mm256_add_epi32(_mm256_load_si256(ar + 1), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[r], 1))));
+                __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
+                d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
+                d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
             }
         }
-        if (e < ge) { /* the group goes on in the next block */
-            memcpy(carry, acc, (size_t)R * 16 * sizeof *acc);
-            return;
+        return;
+    }
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    const uint8_t *bytes = (const uint8_t *)blk;
+    for (int st = b; st < e; st += 8) {
+        int end = st + 8 < e ? st + 8 : e;
+        __m256i h[6];
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) h[r] = _mm256_setzero_si256();
+        for (int s2 = st; s2 < end; s2++) {
+            __m256i w = _mm256_load_si256((const __m256i *)(bytes + (size_t)(s2 - sb) * 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+                h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
         }
-        int last = g == m->n_groups - 1;
-        for (int r = 0; r < R; r++) {
-            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-            __m256i off = _mm256_set1_epi32(8 * (ps[ge] - ps[gb]));
-            __m256i d0 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc + r * 16)), off);
-            __m256i d1 = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc + r * 16 + 8)), off);
-            float *yo = y + (size_t)r * ldy;
-            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
-            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
-            i_join(m, panel, g, x->zero[r0 + r], d0, d1, &a0, &a1);
-            if (last) {
-                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
-                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
-            }
-            store_cols(yo, a0, a1, cols);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            d0[r] = _mm256_add_epi32(d0[r], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(h[r])));
+            d1[r] = _mm256_add_epi32(d1[r], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h[r], 1)));
         }
-        cont = 0;
     }
 }
 
-/* As i_tile and i4_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the
- * block): the rows' float sums stay in registers from group to group instead of going through y
- * after every group. R rows: up to 3 for I8 (12 accumulators, two weight vectors, one input), up to
- * 2 for I4 (its int16 sums of eight steps take one more register per row). Same float operations in
- * the same order as i_tile. */
+/* I4's offset of 8 off R rows' sums of group pairs b .. e-1 (the input's prefix sums); I8 has none. */
+AVX2 static INLINE void i_offset(int type, const kern_qx *x, int r0, const imat *m, int b, int e, int R, __m256i *d0,
+                                 __m256i *d1) {
+    if (type != KERN_I4) return;
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+        __m256i off = _mm256_set1_epi32(8 * (ps[e] - ps[b]));
+        d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
+    }
+}
+
+/* R rows (1..5) x one panel over the pair steps sb .. se-1 of one long group g (blk as i_dots reads
+ * it); carry holds the rows' int32 sums between blocks ([R][16], read when cont, written unless the
+ * group ends at se). The group's end joins its terms to the float sums kept in y (read back unless
+ * it is the first group); the last group's end multiplies them by the rows' scales. */
+AVX2 static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+                               int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
+    int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    __m256i d0[6], d1[6];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
+        d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
+    }
+    i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
+    if (se < ge) { /* the group goes on in the next block */
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
+            _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
+        }
+        return;
+    }
+    i_offset(type, x, r0, m, gb, ge, R, d0, d1);
+    int last = g == m->n_groups - 1;
+    for (int r = 0; r < R; r++) {
+        float *yo = y + (size_t)r * ldy;
+        __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+        __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+        i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0, &a1);
+        if (last) {
+            __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
+            a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
+        }
+        store_cols(yo, a0, a1, cols);
+    }
+}
+
+/* As i_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the block): the
+ * rows' float sums stay in registers from group to group instead of going through y after every
+ * group, which had cost about as much as a group's products. R rows: up to 3 for I8 (12 accumulators,
+ * two weight vectors, one input), up to 2 for I4 (its int16 sums of eight steps take one more
+ * register per row). The same float operations in the same order as i_tile. */
 AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
                                       const imat *m, int panel, int g0, int g1, int R, int cols) {
     __m256 a0[3], a1[3];
@@ -867,40 +852,8 @@ AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx
         int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
-        if (type == KERN_I8) {
-            const int32_t *xp = x->pairs + (size_t)r0 * m->half;
-            for (int st = b; st < e; st++) {
-                const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
-                __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
-                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                    __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
-                    d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
-                    d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
-                }
-            }
-        } else {
-            const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
-            const uint8_t *bytes = (const uint8_t *)blk;
-            for (int st = b; st < e; st += 8) { /* eight steps in int16 (see i4_tile), then widened */
-                int end = st + 8 < e ? st + 8 : e;
-                __m256i h[3];
-                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) h[r] = _mm256_setzero_si256();
-                for (int s2 = st; s2 < end; s2++) {
-                    __m256i w = _mm256_load_si256((const __m256i *)(bytes + (size_t)(s2 - sb) * 32));
-                    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
-                        h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
-                }
-                _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                    d0[r] = _mm256_add_epi32(d0[r], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(h[r])));
-                    d1[r] = _mm256_add_epi32(d1[r], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h[r], 1)));
-                }
-            }
-            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-                __m256i off = _mm256_set1_epi32(8 * (ps[e] - ps[b]));
-                d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
-            }
-        }
+        i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
+        i_offset(type, x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
     }
     int last = g1 == m->n_groups;
@@ -1126,12 +1079,8 @@ AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const ke
 #undef I_GROUPS
                         continue;
                     }
-#define I_TILE(R)                                                                                                   \
-    if (type == KERN_I4)                                                                                             \
-        i4_tile(y + (size_t)r * ldy + p0, ldy, x, r, (const uint8_t *)blk, sb, se, &m, panel, g0, g1, R, cols,       \
-                carry + (r - r0) * 16, cont);                                                                        \
-    else                                                                                                             \
-        i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
+#define I_TILE(R) \
+    i_tile(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
                     for (; r + 5 <= end; r += 5) I_TILE(5);
                     switch (end - r) { /* the tail, with the row count known to the compiler */
                     case 4: I_TILE(4); break;
