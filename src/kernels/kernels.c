@@ -754,6 +754,25 @@ AVX2 static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int 
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
 
+/* The float sums of R rows of a panel's tile: from y, or zero before the first group (g0 = 0). */
+AVX2 static INLINE void sums_load(const float *y, int ldy, int g0, int R, int cols, __m256 *a0, __m256 *a1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+}
+/* ... and back to y, times the rows' input scales after the last group. */
+AVX2 static INLINE void sums_store(float *y, int ldy, const kern_qx *x, int r0, int last, int R, int cols, __m256 *a0,
+                                   __m256 *a1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        if (last) {
+            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
+            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
+        }
+        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+    }
+}
+
 /* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of pair steps
  * b .. e-1 held in blk from step sb: I8 as int16 pairs (i_step) by vpmaddwd; I4 as bytes (i4_bytes)
  * by vpmaddubsw, eight steps in int16 and then widened (the offset of 8 is the caller's). */
@@ -844,10 +863,7 @@ AVX2 static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, in
 AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
                                       const imat *m, int panel, int g0, int g1, int R, int cols) {
     __m256 a0[3], a1[3];
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
-        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
-    }
+    sums_load(y, ldy, g0, R, cols, a0, a1);
     for (int g = g0; g < g1; g++) {
         int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
         __m256i d0[3], d1[3];
@@ -856,14 +872,7 @@ AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx
         i_offset(type, x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
     }
-    int last = g1 == m->n_groups;
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-        if (last) {
-            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
-            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
-        }
-        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
-    }
+    sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
 
 /* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
@@ -966,10 +975,7 @@ VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx
                                       int slot, const imat *m, int panel, int g0, int g1, int R, int cols) {
     const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
     __m256 a0[3], a1[3];
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
-        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
-    }
+    sums_load(y, ldy, g0, R, cols, a0, a1);
     int unit = type == KERN_I8 ? 128 : 8;
     for (int g = g0; g < g1; g++) {
         int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
@@ -982,14 +988,7 @@ VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx
             i_join(m, panel, g, x->zero[r0 + r], _mm256_sub_epi32(d0[r], off), _mm256_sub_epi32(d1[r], off), &a0[r], &a1[r]);
         }
     }
-    int last = g1 == m->n_groups;
-    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-        if (last) {
-            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
-            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
-        }
-        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
-    }
+    sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
 
 /* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
