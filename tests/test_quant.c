@@ -276,6 +276,21 @@ int main(void) {
         CHECK(diff > 0 && diff / mag < (strstr(schemes[i].scheme, "4w") ? 0.3 : 0.03), "%s: relative logit error %g",
               schemes[i].name, diff / mag);
     }
+    /* --- q8/q4 programs (a GGUF's Q8_0/Q4_0 kept as they are) convert to 8da8w/8da4w without rounding
+     * again: the same logits as quantizing the float program with that scheme directly */
+    REQUIRE(quantize(f32, "q-8da4w-g16.etch", "8da4w", 16, NULL) && quantize(f32, "q-4w-g16-e4.etch", "4w", 16, "4w") &&
+                quantize(f32, "q-8da4w-g16-e4.etch", "8da4w", 16, "4w"), "group 16 programs");
+    struct { const char *from, *to, *scheme, *direct; } conv[] = {
+        {"q-8w.etch", "c-8da8w.etch", "8da8w", "q-8da8w.etch"},
+        {"q-4w-g16.etch", "c-8da4w.etch", "8da4w", "q-8da4w-g16.etch"},
+        {"q-4w-g16-e4.etch", "c-8da4w-e4.etch", "8da4w", "q-8da4w-g16-e4.etch"}, /* a tied q4 table: i4, still tied */
+    };
+    for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
+        const char *to = quantize(check_tmp_path(conv[i].from), conv[i].to, conv[i].scheme, 0, NULL);
+        REQUIRE(to && all_logits(to, ids, 0, a) && all_logits(check_tmp_path(conv[i].direct), ids, 0, b), "%s", conv[i].to);
+        CHECK(memcmp(a, b, bytes) == 0, "%s converted to %s differs from %s", conv[i].from, conv[i].scheme, conv[i].direct);
+        CHECK(file_size(to) == file_size(check_tmp_path(conv[i].direct)), "%s: the size of %s", conv[i].to, conv[i].direct);
+    }
     free(a), free(b), free(c), free(fl), free(ids);
 
     /* --- what the files hold */
@@ -298,12 +313,21 @@ int main(void) {
     CHECK(dt && !strcmp(dt, "i4") && emb && !strcmp(emb, "i8") && etch_program_meta(p)->tied_embeddings == 1,
           "8da4w --qembedding 8w: i4 layers, an i8 table serving as the output's integer dot products (%s, %s)", dt, emb);
     etch_program_close(p);
+    REQUIRE(etch_program_open(check_tmp_path("c-8da4w-e4.etch"), &p, &err) == ETCH_OK, "%s", err.message);
+    emb = tensor_dtype(p, "token_embd.weight");
+    CHECK(emb && !strcmp(emb, "i4") && etch_program_meta(p)->tied_embeddings == 1 && !tensor_dtype(p, "output.weight"),
+          "a tied q4 table converted: i4, still tied (%s)", emb);
+    etch_program_close(p);
     long s32 = file_size(f32), s8 = file_size(check_tmp_path("q-8w-e8.etch")), s4 = file_size(check_tmp_path("q-4w-e4.etch"));
     CHECK(s8 < s32 * 0.3 && s4 < s32 * 0.2, "sizes: f32 %ld, 8w %ld, 4w %ld", s32, s8, s4);
 
     /* --- bad requests: a clear error, nothing written */
     struct { const char *in, *scheme; int group; const char *qembd; etch_status want; const char *says; } bad[] = {
         {check_tmp_path("q-8w.etch"), "8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "already q8"},
+        {check_tmp_path("q-4w.etch"), "8da8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "converts as it is only to i4"},
+        {check_tmp_path("q-4w-g16.etch"), "8da4w", 32, NULL, ETCH_ERR_ARG, "keeps its groups of 16"},
+        /* 4w's groups for k = 172 are 29 wide: pairs would straddle them */
+        {check_tmp_path("q-4w.etch"), "8da4w", 0, NULL, ETCH_ERR_UNSUPPORTED, "groups of 29) cannot be used"},
         {f32, "3w", 0, NULL, ETCH_ERR_ARG, "scheme '3w'"},
         {f32, "8w", 0, "2w", ETCH_ERR_ARG, "embedding scheme '2w'"},
         {f32, "4w", -1, NULL, ETCH_ERR_ARG, "group size -1"},
@@ -327,6 +351,15 @@ int main(void) {
     CHECK(etch_quantize(f32, f32, &same, &err) == ETCH_ERR_ARG && strstr(err.message, "replace the input"),
           "in place refused: %s", err.message);
     CHECK(file_size(f32) == s32, "the input is intact");
+    /* a8w8 calibrated on a q8 program converts its layers as they are too */
+    etch_quantize_options a8q = {.scheme = "a8w8", .calib_files = calib_files, .n_calib_files = 1};
+    remove(out);
+    CHECK(etch_quantize(check_tmp_path("q-8w.etch"), out, &a8q, &err) == ETCH_OK, "a8w8 from q8: %s", err.message);
+    if (etch_program_open(out, &p, &err) == ETCH_OK) {
+        const char *t = tensor_dtype(p, "blk.0.attn_q.weight");
+        CHECK(t && !strcmp(t, "i8") && tensor_dtype(p, "blk.0.attn_q.weight.act"), "a8w8 from q8: i8 with .act (%s)", t);
+        etch_program_close(p);
+    }
     test_calibration(f32, f32_static);
     test_chat_calibration();
     return check_done();

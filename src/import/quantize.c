@@ -70,11 +70,48 @@ static void quant_task(void *ctx, int i, int nw) {
                   e - b, j->k, j->group);
 }
 
+/* A matrix that is already q8 or q4 (a GGUF's Q8_0/Q4_0 kept as they are) becomes i8 or i4 of the
+ * same width: the same values in the integer-dot layout and the same scales (ts, its NAME.scale),
+ * nothing rounded a second time. Other conversions would round again: refused. */
+static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group, qtensor *out,
+                                 etch_error *err) {
+    int src = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4, want = src == KERN_Q8 ? KERN_I8 : KERN_I4;
+    if (wtype != want)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED,
+                         "tensor '%s' is already %s: it converts as it is only to %s (8da8w, a8w8 for q8; 8da4w for q4); "
+                         "quantize a program with float weights (f32, f16, bf16) for other schemes", t->name,
+                         fmt_dtype_name(t->dtype), src == KERN_Q8 ? "i8" : "i4");
+    int d = (int)t->dims[0], k = (int)t->dims[1]; /* the loader checked the shapes of both */
+    int n_groups = ts ? (int)ts->dims[1] : 0, have = n_groups > 0 ? kern_q_group_of(k, n_groups) : 0;
+    if (!ts || ts->dtype != FMT_DT_F32 || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' (%s, %d columns, groups of %d) cannot be used for "
+                         "integer dot products as it is", t->name, fmt_dtype_name(t->dtype), k, have);
+    if (group > 0 && group != have && !(group >= k && have == k))
+        return base_fail(err, ETCH_ERR_ARG, "tensor '%s' keeps its groups of %d when converted as it is: drop "
+                         "--group-size %d", t->name, have, group);
+    size_t bytes = src == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2;
+    out->q = base_malloc(bytes);
+    out->scales = base_malloc((size_t)d * n_groups * sizeof *out->scales);
+    if (!out->q || !out->scales) {
+        base_free(out->q), base_free(out->scales);
+        memset(out, 0, sizeof *out);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to convert '%s'", t->name);
+    }
+    kern_to_int_dot(out->q, t->data, src, d, k);
+    memcpy(out->scales, ts->data, (size_t)d * n_groups * sizeof *out->scales);
+    out->dims[0] = out->sdims[0] = (uint64_t)d;
+    out->dims[1] = (uint64_t)k;
+    out->sdims[1] = (uint64_t)n_groups;
+    return ETCH_OK;
+}
+
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
- * (0: one per row), over the pool's threads when there is one. */
-static etch_status quantize_matrix(const fmt_tensor *t, int wtype, int group, base_pool *pool, qtensor *out,
-                                   etch_error *err) {
+ * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix goes to repack_matrix
+ * with its scales ts. */
+static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group, base_pool *pool,
+                                   qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
+    if (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) return repack_matrix(t, ts, wtype, group, out, err);
     if (t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
@@ -137,7 +174,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     if (opt->qembedding && (strcmp(opt->qembedding, "8w") && strcmp(opt->qembedding, "4w")))
         return base_fail(err, ETCH_ERR_ARG, "embedding scheme '%s' is not one of 8w, 4w", opt->qembedding);
     if (opt->qembedding) scheme_type(opt->qembedding, &etype, &egroup);
-    if (etype >= 0 && opt->group_size && etype == wtype) egroup = opt->group_size;
+    /* --group-size sets the table's groups too when it has the layers' width (4w or 8da4w with a 4w table) */
+    if (etype >= 0 && opt->group_size && (etype == KERN_Q8) == (wtype == KERN_Q8 || wtype == KERN_I8)) egroup = opt->group_size;
     if (!strcmp(in_path, out_path))
         return base_fail(err, ETCH_ERR_ARG, "%s: the output would replace the input; give another path", out_path);
     int is_static = !strcmp(opt->scheme, "a8w8");
@@ -171,6 +209,9 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     int tied = tied_meta && tied_meta->type == FMT_I32 && ((const int32_t *)tied_meta->data)[0] == 1;
     /* A tied table serves as the output layer too: quantized with --qembedding it stays tied;
      * otherwise the output layer gets its own quantized copy, so decode reads it quantized. */
+    const fmt_tensor *table = fmt_find_tensor(&f, "token_embd.weight");
+    if (tied && etype < 0 && table && (table->dtype == FMT_DT_Q8 || table->dtype == FMT_DT_Q4) && kern_is_int_dot(wtype))
+        etype = table->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4; /* a quantized tied table converts as it is, still tied */
     int untie = tied && etype < 0;
     /* A tied table that the output layer of an int8-activation scheme reads is stored for integer
      * dot products (lookups read any layout): the classifier then runs as fast as the layers. */
@@ -190,8 +231,20 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         else if (strncmp(m->key, "quant.", 6) != 0) copy_meta(w, m);
     }
     fmt_put_str(w, "quant.scheme", opt->scheme);
-    fmt_put_i32(w, "quant.group_size", group);
-    if (etype >= 0) fmt_put_str(w, "quant.embedding", opt->qembedding);
+    int meta_group = group; /* q8/q4 layers keep their groups (repack_matrix): the first one's, then */
+    for (uint32_t i = 0; i < f.n_tensors; i++) {
+        char sname[112];
+        snprintf(sname, sizeof sname, "%s.scale", f.tensors[i].name);
+        const fmt_tensor *ts = is_linear(&f.tensors[i]) ? fmt_find_tensor(&f, sname) : NULL;
+        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4)) {
+            int k = (int)f.tensors[i].dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
+            meta_group = g == k ? 0 : g; /* 0: one group per row, as the schemes say it */
+            break;
+        }
+    }
+    fmt_put_i32(w, "quant.group_size", meta_group);
+    if (etype >= 0)
+        fmt_put_str(w, "quant.embedding", opt->qembedding ? opt->qembedding : etype == KERN_Q8 || etype == KERN_I8 ? "8w" : "4w");
     fmt_put_str(w, "quant.source", in_path);
     if (is_static) {
         fmt_put_str(w, "quant.observer", opt->observer ? opt->observer : "minmax");
@@ -205,14 +258,23 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         const char *name = i < f.n_tensors ? t->name : "output.weight";
         int embd = i < f.n_tensors && !strcmp(name, "token_embd.weight");
         int type = embd ? etype : (i == f.n_tensors || is_linear(t)) ? wtype : -1, g = embd ? egroup : group;
+        if (type < 0 && i < f.n_tensors && ends_with(name, ".scale")) { /* a quantized source's scales */
+            char base[112];
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 6), name);
+            const fmt_tensor *m = fmt_find_tensor(&f, base);
+            if (m && (!strcmp(base, "token_embd.weight") ? etype >= 0 : is_linear(m))) continue; /* rewritten with it */
+        }
         if (type < 0) {
             fmt_add_tensor(w, name, t->dtype, t->ndim, t->dims, t->data);
             if (opt->progress) opt->progress(opt->user, "quantizing", (int64_t)i + 1, (int64_t)f.n_tensors + untie);
             continue;
         }
         if (opt->progress) opt->progress(opt->user, "quantizing", (int64_t)i + 1, (int64_t)f.n_tensors + untie);
-        if ((st = quantize_matrix(t, type, g, pool, &qt[i], err))) break;
         char sname[112];
+        snprintf(sname, sizeof sname, "%s.scale", t->name);
+        int quantized = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4; /* converted: only an asked-for group counts */
+        if ((st = quantize_matrix(t, fmt_find_tensor(&f, sname), type, quantized ? opt->group_size : g, pool, &qt[i], err)))
+            break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
