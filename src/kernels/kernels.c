@@ -445,8 +445,8 @@ AVX2 static INLINE void q8_step(const int8_t *q, __m256 *w0, __m256 *w1) {
     *w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
 }
 /* Rows 8..15 come out as 16 times their nibble (a mask, not a shift: the shift competes with the
- * conversions and FMAs for the same two ports; 15% faster decode) and their sums are scaled back by
- * 1/16 at the group's end (q4_fix_hi), as the twin does. */
+ * conversions and FMAs for the same two ports; with q_gemv4's sums in y, the GEMV runs 1.35x faster
+ * in cache) and their sums are scaled back by 1/16 at the group's end (q4_fix_hi), as the twin does. */
 AVX2 static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
     *w0 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0x0F)));
@@ -578,7 +578,7 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
     int p_begin = ob;
     float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     float xsum[Q_XSUM];
-    if (n == 1) { /* Q4's sums of x once for every panel: a scalar chain per group, a third of the GEMV's time if repeated */
+    if (n == 1) { /* Q4's sums of x once for every panel (a scalar chain per group), not once per four */
         int pre = type == KERN_Q4 && n_groups <= Q_XSUM;
         for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, g * m.group + m.group < k ? g * m.group + m.group : k);
         for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
@@ -809,50 +809,56 @@ AVX2 static INLINE void i_dots(int type, const int16_t *blk, int sb, const kern_
     }
 }
 
-/* I4's offset of 8 off R rows' sums of group pairs b .. e-1 (the input's prefix sums); I8 has none. */
-AVX2 static INLINE void i_offset(int type, const kern_qx *x, int r0, const imat *m, int b, int e, int R, __m256i *d0,
+/* The weights' offset off R rows' sums of group pairs b .. e-1: unit times the input's sum over them
+ * (its prefix sums). unit: 8 for I4's stored nibbles, 128 for I8 made unsigned (vpdpbusd), 0: none. */
+AVX2 static INLINE void i_offset(int unit, const kern_qx *x, int r0, const imat *m, int b, int e, int R, __m256i *d0,
                                  __m256i *d1) {
-    if (type != KERN_I4) return;
+    if (!unit) return;
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-        __m256i off = _mm256_set1_epi32(8 * (ps[e] - ps[b]));
+        __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));
         d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
     }
 }
 
-/* R rows (1..5) x one panel over the pair steps sb .. se-1 of one long group g (blk as i_dots reads
- * it); carry holds the rows' int32 sums between blocks ([R][16], read when cont, written unless the
- * group ends at se). The group's end joins its terms to the float sums kept in y (read back unless
- * it is the first group); the last group's end multiplies them by the rows' scales. */
-AVX2 static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
-                               int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
-    int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
-    __m256i d0[6], d1[6];
+/* A long group's int32 sums of R rows between blocks: carry [R][16], read when cont (else zero)... */
+AVX2 static INLINE void carry_load(const int32_t *carry, int cont, int R, __m256i *d0, __m256i *d1) {
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
         d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
     }
+}
+/* ... and written when the group goes on in the next block. */
+AVX2 static INLINE void carry_store(int32_t *carry, int R, const __m256i *d0, const __m256i *d1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
+        _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
+    }
+}
+
+/* The end of group g for R rows: the offset off (unit, as i_offset), the group's terms joined to the
+ * float sums kept in y (read back unless it is the first group), the rows' scales after the last. */
+AVX2 static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int r0, const imat *m, int panel, int g,
+                                  int R, int cols, __m256i *d0, __m256i *d1) {
+    int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    i_offset(unit, x, r0, m, gb, ge, R, d0, d1);
+    __m256 a0[6], a1[6];
+    sums_load(y, ldy, g, R, cols, a0, a1);
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    sums_store(y, ldy, x, r0, g == m->n_groups - 1, R, cols, a0, a1);
+}
+
+/* R rows (1..5) x one panel over the pair steps sb .. se-1 of one long group g (blk as i_dots reads
+ * it); carry holds the rows' int32 sums between blocks (carry_load, carry_store); the group's end
+ * as group_end. */
+AVX2 static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+                               int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
+    int ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    __m256i d0[6], d1[6];
+    carry_load(carry, cont, R, d0, d1);
     i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
-    if (se < ge) { /* the group goes on in the next block */
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-            _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
-            _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
-        }
-        return;
-    }
-    i_offset(type, x, r0, m, gb, ge, R, d0, d1);
-    int last = g == m->n_groups - 1;
-    for (int r = 0; r < R; r++) {
-        float *yo = y + (size_t)r * ldy;
-        __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
-        __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
-        i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0, &a1);
-        if (last) {
-            __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
-            a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
-        }
-        store_cols(yo, a0, a1, cols);
-    }
+    if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
+    else group_end(type == KERN_I4 ? 8 : 0, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
 }
 
 /* As i_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the block): the
@@ -869,7 +875,7 @@ AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
-        i_offset(type, x, r0, m, b, e, R, d0, d1);
+        i_offset(type == KERN_I4 ? 8 : 0, x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
@@ -928,43 +934,15 @@ VNNI static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t hal
     }
 }
 
-/* As i_tile, over quad steps: group g's pairs from max(gb, sb) start at quad (g - g0) * slot of blk. */
-VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
-                               int sb, int se, const imat *m, int panel, int g0, int g1, int R, int cols,
-                               int32_t *carry, int cont) {
-    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
-    for (int g = g0; g < g1; g++) {
-        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
-        int b = gb > sb ? gb : sb, e = ge < se ? ge : se;
-        __m256i d0[6], d1[6];
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-            d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
-            d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
-        }
-        v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
-        if (e < ge) { /* the group goes on in the next block */
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
-                _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
-            }
-            return;
-        }
-        int last = g == m->n_groups - 1, unit = type == KERN_I8 ? 128 : 8;
-        for (int r = 0; r < R; r++) {
-            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-            __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[ge] - ps[gb])));
-            float *yo = y + (size_t)r * ldy;
-            __m256 a0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
-            __m256 a1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
-            i_join(m, panel, g, x->zero[r0 + r], _mm256_sub_epi32(d0[r], off), _mm256_sub_epi32(d1[r], off), &a0, &a1);
-            if (last) {
-                __m256 s = _mm256_set1_ps(x->scale[r0 + r]);
-                a0 = _mm256_mul_ps(a0, s), a1 = _mm256_mul_ps(a1, s);
-            }
-            store_cols(yo, a0, a1, cols);
-        }
-        cont = 0;
-    }
+/* As i_tile, over the quad steps in blk (v_quads) of one long group g. */
+VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
+                               const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
+    int ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    __m256i d0[6], d1[6];
+    carry_load(carry, cont, R, d0, d1);
+    v_dots(blk, x->bytes + (size_t)r0 * m->half, (size_t)m->half, sb, se, R, d0, d1);
+    if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
+    else group_end(type == KERN_I8 ? 128 : 8, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
 }
 
 /* As v_tile for blocks of whole groups (g0 .. g1-1, none cut by the block), R rows (1..3): the rows'
@@ -976,24 +954,21 @@ VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx
     const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
     __m256 a0[3], a1[3];
     sums_load(y, ldy, g0, R, cols, a0, a1);
-    int unit = type == KERN_I8 ? 128 : 8;
     for (int g = g0; g < g1; g++) {
         int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
-        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-            const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-            __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));
-            i_join(m, panel, g, x->zero[r0 + r], _mm256_sub_epi32(d0[r], off), _mm256_sub_epi32(d1[r], off), &a0[r], &a1[r]);
-        }
+        i_offset(type == KERN_I8 ? 128 : 8, x, r0, m, b, e, R, d0, d1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
 
 /* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
  * quads in blk (at most I_BLOCK / 2 quads of 64 bytes, plus one half quad per odd group: it fits the
- * int16 block's 16 KiB), then rows r0 .. r0+rows-1 in tiles of six. y points at the panel's column. */
+ * int16 block's 16 KiB), then rows r0 .. r0+rows-1: three at a time over whole groups, six over a
+ * long group. y points at the panel's column. */
 VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk, int sb,
                          int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
                          int32_t *carry, int cont) {
@@ -1011,8 +986,7 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
 #undef V_GROUPS
         return;
     }
-#define V_TILE(R) \
-    v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, sb, se, m, panel, g0, g1, R, cols, carry + (r - r0) * 16, cont)
+#define V_TILE(R) v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
     for (; r + 6 <= end; r += 6) V_TILE(6);
     switch (end - r) { /* the tail, with the row count known to the compiler */
     case 5: V_TILE(5); break;
@@ -1023,7 +997,6 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
     }
 #undef V_TILE
 }
-
 
 /* vnni: blocks by vpdpbusd (v_block) instead of the AVX2 tiles. */
 AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
