@@ -25,8 +25,8 @@ static double max_err(const float *a, const float *b, size_t n) {
 }
 
 /* A packed matrix of each type from the same f32 values [d, k] rounded (or quantized with groups
- * of `group`) to that type. w holds 4 bytes per packed element, sc one float per packed element. */
-static kern_mat make_weights(void *w, float *sc, const float *src, int d, int k, int wtype, int group) {
+ * of `group`) to that type. w holds 4 bytes per packed element, sc one f16 per packed element. */
+static kern_mat make_weights(void *w, uint16_t *sc, const float *src, int d, int k, int wtype, int group) {
     kern_mat m = {w, NULL, wtype, 0, NULL, NULL};
     if (wtype == KERN_Q8 || wtype == KERN_Q4) {
         m.scales = sc;
@@ -50,7 +50,8 @@ static void test_matmul(const char *variant, int exact) {
     static const int ds[] = {1, 5, 16, 17, 33, 64, 80, 130};
     static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
     static const int groups[] = {32, 5, 1 << 20}; /* GGUF's 32, one that divides nothing, one per row */
-    float *x = malloc(17 * 520 * sizeof *x), *wf = malloc(130 * 520 * sizeof *wf), *sc = malloc(144 * 520 * sizeof *sc);
+    float *x = malloc(17 * 520 * sizeof *x), *wf = malloc(130 * 520 * sizeof *wf);
+    uint16_t *sc = malloc(144 * 520 * sizeof *sc);
     void *w = malloc(144 * 520 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     int mismatched = 0;
@@ -92,11 +93,13 @@ static void test_matmul(const char *variant, int exact) {
 }
 
 /* Quantize, then read back: every weight within half a step of its group's scale inside the range
- * the scale represents, clipped values at its end, each scale within the searched range, a total
- * error no worse than the largest-magnitude scale's, the outlier exact, zero and padding rows zero. */
+ * the scale represents, clipped values at its end, each scale an f16 within the searched range, a
+ * total error no worse than the largest-magnitude scale's (rounded to f16, as every candidate is),
+ * the outlier exact to the f16 rounding of its scale, zero and padding rows zero. */
 static void test_quantize_roundtrip(void) {
     enum { D = 37, K = 100 };
-    static float src[D * K], sc[48 * K];
+    static float src[D * K];
+    static uint16_t sc[48 * K];
     static uint8_t q[48 * K];
     fill(src, D * K);
     for (int i = 0; i < K; i++) src[3 * K + i] = 0.0f; /* an all-zero row: scale 0, values 0 */
@@ -113,13 +116,14 @@ static void test_quantize_roundtrip(void) {
             for (int o = 0; o < D; o++)
                 for (int g = 0; g < n_groups; g++) {
                     int b = g * group, e = b + group < K ? b + group : K;
-                    float s = fabsf(sc[kern_packed_index(o, g, n_groups)]), amax = 0, vmax = 0;
+                    float s = fabsf(kern_f16_to_f32(sc[kern_packed_index(o, g, n_groups)])), amax = 0, vmax = 0;
                     for (int kk = b; kk < e; kk++)
                         if (fabsf(src[o * K + kk]) > amax) amax = fabsf(src[o * K + kk]), vmax = src[o * K + kk];
                     /* the representable range: -127..127 steps (Q8), -8..7 steps (Q4, either sign of scale) */
                     double top = type == KERN_Q8 ? 127.0 * s : 7.0 * s;
-                    /* the largest-magnitude scale (Q4: signed, its value maps to -8) */
+                    /* the largest-magnitude scale (Q4: signed, its value maps to -8), and as an f16 */
                     double s0 = type == KERN_Q8 ? amax / 127.0 : vmax / -8.0;
+                    double s0h = kern_f16_to_f32(kern_f32_to_f16((float)s0));
                     for (int kk = b; kk < e; kk++) {
                         double x = src[o * K + kk], e1 = fabs((double)kern_mat_at(&m, o, kk, K) - x);
                         /* half a step inside the range; outside it, the distance to the range's end
@@ -128,19 +132,21 @@ static void test_quantize_roundtrip(void) {
                         if (e1 > bound * (1 + 1e-5) + 1e-6 * fabs(x) + 1e-9) bad++; /* f32 rounding of value * scale */
                         if (s > 0 && e1 / s > worst) worst = e1 / s;
                         err2 += e1 * e1;
-                        double v = s0 != 0 ? fmin(fmax(round(x / s0), type == KERN_Q8 ? -127 : -8), type == KERN_Q8 ? 127 : 7) * s0 : 0;
+                        double v = s0h != 0 ? fmin(fmax(round(x / s0h), type == KERN_Q8 ? -127 : -8), type == KERN_Q8 ? 127 : 7) * s0h : 0;
                         err2_absmax += (x - v) * (x - v);
                     }
-                    CHECK(s <= fabs(s0) * (1 + 1e-6) && s >= fabs(s0) * (type == KERN_Q8 ? 0.95 : 0.8) * (1 - 1e-6),
-                          "scale %g within the searched range of %g", s, s0);
+                    /* f16 rounds to within 2^-11 of the value (relative) */
+                    CHECK(s == kern_f16_to_f32(kern_f32_to_f16(s)) && s <= fabs(s0) * (1 + 0x1p-11) &&
+                              s >= fabs(s0) * (type == KERN_Q8 ? 0.95 : 0.8) * (1 - 0x1p-11),
+                          "scale %g an f16 within the searched range of %g", s, s0);
                 }
             CHECK(bad == 0, "%s group %d: %d weights off by more than their bound (worst %.3f steps)",
                   type == KERN_Q8 ? "q8" : "q4", group, bad, worst);
             /* the search never does worse than the largest-magnitude scale */
             CHECK(err2 <= err2_absmax * (1 + 1e-5), "%s group %d: squared error %g above the absmax scale's %g",
                   type == KERN_Q8 ? "q8" : "q4", group, err2, err2_absmax);
-            CHECK(kern_mat_at(&m, 5, 7, K) == 40.0f || fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) < 1e-5f,
-                  "the outlier survives exactly: %g", kern_mat_at(&m, 5, 7, K));
+            CHECK(fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) <= 40.0f * 0x1p-11f,
+                  "the outlier survives to its scale's f16 rounding: %g", kern_mat_at(&m, 5, 7, K));
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 3, kk, K) == 0.0f, "zero row stays zero");
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 40, kk, K) == 0.0f, "padding rows are zero");
         }
@@ -151,7 +157,8 @@ static void test_quantize_roundtrip(void) {
 static void test_matmul_int(const char *variant, int exact) {
     static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1100};
     static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
-    float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf), *sc = malloc(144 * 1100 * sizeof *sc);
+    float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
+    uint16_t *sc = malloc(144 * 1100 * sizeof *sc);
     float *ws = malloc(144 * 1100 * sizeof *ws);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
     int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);

@@ -2,6 +2,8 @@
  * first 50 tokens; every scheme gives bit-identical logits in batched and one-token prefill and in
  * a static program; the file holds what the scheme says (types, scales, tying); bad requests fail
  * with a clear error and leave no file. */
+#include "format/format.h"
+#include "kernels/kernels.h"
 #include "stories.h"
 
 #include <cjson/cJSON.h>
@@ -31,6 +33,41 @@ static const char *tensor_dtype(const etch_program *p, const char *name) {
         if (etch_program_tensor(p, i, &t) == ETCH_OK && !strcmp(t.name, name)) return t.dtype;
     }
     return NULL;
+}
+
+/* A copy of program in with every NAME.scale widened to f32: the layout etch wrote before its scales
+ * became f16. Returns 1 when written. */
+static int widen_scales(const char *in, const char *out) {
+    fmt_file f;
+    etch_error err;
+    if (fmt_open(in, &f, &err) != ETCH_OK) return 0;
+    fmt_writer *w = fmt_writer_new();
+    float **wide = calloc(f.n_tensors, sizeof *wide);
+    for (uint32_t i = 0; i < f.n_meta; i++) {
+        const fmt_meta *m = &f.meta[i];
+        if (m->type == FMT_I32) fmt_put_i32s(w, m->key, m->data, m->count);
+        else if (m->type == FMT_F32) fmt_put_f32s(w, m->key, m->data, m->count);
+        else if (m->type == FMT_STR) fmt_put_str(w, m->key, m->data);
+        else fmt_put_bytes(w, m->key, m->data, m->count);
+    }
+    for (uint32_t i = 0; i < f.n_tensors; i++) {
+        const fmt_tensor *t = &f.tensors[i];
+        size_t len = strlen(t->name);
+        if (len > 6 && !strcmp(t->name + len - 6, ".scale") && t->dtype == FMT_DT_F16) {
+            size_t n = t->nbytes / 2;
+            wide[i] = malloc(n * sizeof **wide);
+            for (size_t j = 0; j < n; j++) wide[i][j] = kern_f16_to_f32(((const uint16_t *)t->data)[j]);
+            fmt_add_tensor(w, t->name, FMT_DT_F32, t->ndim, t->dims, wide[i]);
+        } else {
+            fmt_add_tensor(w, t->name, t->dtype, t->ndim, t->dims, t->data);
+        }
+    }
+    int ok = fmt_writer_write(w, out, &err) == ETCH_OK;
+    fmt_writer_free(w);
+    for (uint32_t i = 0; i < f.n_tensors; i++) free(wide[i]);
+    free(wide);
+    fmt_close(&f);
+    return ok;
 }
 
 /* Logits of every position of ids[0..LEN), one call per token, or in chunks of the program's bound. */
@@ -297,7 +334,8 @@ int main(void) {
     REQUIRE(etch_program_open(check_tmp_path("q-8w.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     const char *dt = tensor_dtype(p, "blk.0.attn_q.weight"), *emb = tensor_dtype(p, "token_embd.weight"),
                *outw = tensor_dtype(p, "output.weight");
-    CHECK(dt && !strcmp(dt, "q8") && tensor_dtype(p, "blk.0.attn_q.weight.scale"), "8w: q8 with scales (%s)", dt);
+    const char *sdt = tensor_dtype(p, "blk.0.attn_q.weight.scale");
+    CHECK(dt && !strcmp(dt, "q8") && sdt && !strcmp(sdt, "f16"), "8w: q8 with f16 scales (%s, %s)", dt, sdt);
     CHECK(emb && !strcmp(emb, "f32"), "8w: the embedding table stays f32 (%s)", emb);
     CHECK(outw && !strcmp(outw, "q8") && etch_program_meta(p)->tied_embeddings == 0,
           "8w: the tied table gives the output layer its own q8 copy (%s)", outw);
@@ -360,6 +398,11 @@ int main(void) {
         CHECK(t && !strcmp(t, "i8") && tensor_dtype(p, "blk.0.attn_q.weight.act"), "a8w8 from q8: i8 with .act (%s)", t);
         etch_program_close(p);
     }
+    /* scales written as f32 (etch before 2026-11-30): refused with a message that says so */
+    REQUIRE(widen_scales(check_tmp_path("q-8da4w.etch"), out), "the f32-scale copy");
+    CHECK(etch_program_open(out, &p, &err) == ETCH_ERR_FORMAT && strstr(err.message, "holds f32 scales") &&
+              strstr(err.message, ".scale"), "f32 scales: %s", err.message);
+    remove(out);
     test_calibration(f32, f32_static);
     test_chat_calibration();
     return check_done();

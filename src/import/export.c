@@ -129,9 +129,9 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
     return *owned = out;
 }
 
-/* A GGUF Q8_0 or Q4_0 matrix repacked into etch's Q8 or Q4 panels without touching a value: groups
- * of 32 along k, each block's f16 scale widened to f32 (exact). */
-static etch_status repack_gguf(const imp_tensor *t, void **q, float **scales, uint64_t *rows_out) {
+/* A GGUF Q8_0 or Q4_0 matrix repacked into etch's Q8 or Q4 panels without touching a value or a
+ * scale: groups of 32 along k, each block's f16 scale as it is. */
+static etch_status repack_gguf(const imp_tensor *t, void **q, uint16_t **scales, uint64_t *rows_out) {
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), n_groups = k / 32;
     int q8 = t->src_type == IMP_Q8_0;
     size_t block = q8 ? 34 : 18;
@@ -143,9 +143,7 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, float **scales, ui
     for (int o = 0; o < d; o++)
         for (int g = 0; g < n_groups; g++) {
             const uint8_t *b = src + ((size_t)o * n_groups + (size_t)g) * block;
-            uint16_t h;
-            memcpy(&h, b, 2);
-            (*scales)[kern_packed_index(o, g, n_groups)] = kern_f16_to_f32(h);
+            memcpy(&(*scales)[kern_packed_index(o, g, n_groups)], b, 2);
             for (int j = 0; j < 32; j++) {
                 int kk = g * 32 + j;
                 if (q8) ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)b[2 + j];
@@ -315,7 +313,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
         if (keep_quant && t->matrix && (t->src_type == IMP_Q8_0 || t->src_type == IMP_Q4_0)) {
             uint64_t sdims[2] = {0, t->dims[1] / 32};
-            if (repack_gguf(t, &conv[i], (float **)&conv[m->n_tensors + i], &dims[0])) {
+            if (repack_gguf(t, &conv[i], (uint16_t **)&conv[m->n_tensors + i], &dims[0])) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
                 break;
             }
@@ -323,7 +321,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
             snprintf(sname, sizeof sname, "%s.scale", t->name);
             sdims[0] = dims[0];
             fmt_add_tensor(w, t->name, t->src_type == IMP_Q8_0 ? FMT_DT_Q8 : FMT_DT_Q4, 2, dims, conv[i]);
-            fmt_add_tensor(w, sname, FMT_DT_F32, 2, sdims, conv[m->n_tensors + i]);
+            fmt_add_tensor(w, sname, FMT_DT_F16, 2, sdims, conv[m->n_tensors + i]);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }

@@ -33,7 +33,8 @@ static int is_linear(const fmt_tensor *t) {
 /* The outputs of quantizing one matrix: values, scales and (static activations) group sums, owned. */
 typedef struct qtensor {
     void *q;
-    float *scales, *wsum;
+    uint16_t *scales; /* f16 */
+    float *wsum;
     uint64_t dims[2], sdims[2];
 } qtensor;
 
@@ -55,7 +56,7 @@ static int site_of(const char *name, int n_layers, int tied) {
  * contiguous in the values and the scales. */
 typedef struct quant_job {
     void *q;
-    float *scales;
+    uint16_t *scales; /* f16 */
     const float *rows; /* [d, k] */
     int type, d, k, group, n_groups;
 } quant_job;
@@ -83,7 +84,7 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
                          fmt_dtype_name(t->dtype), src == KERN_Q8 ? "i8" : "i4");
     int d = (int)t->dims[0], k = (int)t->dims[1]; /* the loader checked the shapes of both */
     int n_groups = ts ? (int)ts->dims[1] : 0, have = n_groups > 0 ? kern_q_group_of(k, n_groups) : 0;
-    if (!ts || ts->dtype != FMT_DT_F32 || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
+    if (!ts || ts->dtype != FMT_DT_F16 || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' (%s, %d columns, groups of %d) cannot be used for "
                          "integer dot products as it is", t->name, fmt_dtype_name(t->dtype), k, have);
     if (group > 0 && group != have && !(group >= k && have == k))
@@ -278,7 +279,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
-        fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
+        fmt_add_tensor(w, sname, FMT_DT_F16, 2, qt[i].sdims, qt[i].scales);
         int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
             kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL};
