@@ -25,12 +25,12 @@ static double max_err(const float *a, const float *b, size_t n) {
 }
 
 /* A packed matrix of each type from the same f32 values [d, k] rounded (or quantized with groups
- * of `group`) to that type. w holds 4 bytes per packed element, sc one f16 per packed element. */
-static kern_mat make_weights(void *w, uint16_t *sc, const float *src, int d, int k, int wtype, int group) {
-    kern_mat m = {w, NULL, wtype, 0, NULL, NULL};
+ * of `group`, scales of scale_type) to that type. w and sc hold 4 bytes per packed element. */
+static kern_mat make_weights(void *w, void *sc, const float *src, int d, int k, int wtype, int group, int scale_type) {
+    kern_mat m = {w, NULL, wtype, 0, NULL, NULL, scale_type};
     if (wtype == KERN_Q8 || wtype == KERN_Q4) {
         m.scales = sc;
-        m.group = kern_quantize(w, sc, wtype, src, d, k, group);
+        m.group = kern_quantize(w, sc, scale_type, wtype, src, d, k, group);
         return m;
     }
     memset(w, 0, (size_t)kern_packed_rows(d) * (size_t)k * kern_wsize(wtype));
@@ -51,7 +51,7 @@ static void test_matmul(const char *variant, int exact) {
     static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
     static const int groups[] = {32, 5, 1 << 20}; /* GGUF's 32, one that divides nothing, one per row */
     float *x = malloc(17 * 520 * sizeof *x), *wf = malloc(130 * 520 * sizeof *wf);
-    uint16_t *sc = malloc(144 * 520 * sizeof *sc);
+    void *sc = malloc(144 * 520 * sizeof(float));
     void *w = malloc(144 * 520 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     int mismatched = 0;
@@ -63,7 +63,7 @@ static void test_matmul(const char *variant, int exact) {
                     if (k > 172 && n % 4 != 1) continue; /* long rows (several widening blocks): fewer shapes */
                     fill(x, (size_t)n * k);
                     fill(wf, (size_t)d * k);
-                    kern_mat m = make_weights(w, sc, wf, d, k, wt, group);
+                    kern_mat m = make_weights(w, sc, wf, d, k, wt, group, (n + ki) % 2 ? KERN_F16 : KERN_F32);
                     kern_matmul(y, d, x, &m, n, d, k, 0, d);
                     kern_matmul_ref(r, d, x, &m, n, d, k, 0, d);
                     double e = max_err(y, r, (size_t)n * d);
@@ -92,38 +92,40 @@ static void test_matmul(const char *variant, int exact) {
     free(x), free(wf), free(w), free(sc), free(y), free(r), free(one);
 }
 
-/* Quantize, then read back: every weight within half a step of its group's scale inside the range
- * the scale represents, clipped values at its end, each scale an f16 within the searched range, a
- * total error no worse than the largest-magnitude scale's (rounded to f16, as every candidate is),
- * the outlier exact to the f16 rounding of its scale, zero and padding rows zero. */
+/* Quantize with f32 and with f16 scales, then read back: every weight within half a step of its
+ * group's scale inside the range the scale represents, clipped values at its end, each scale within
+ * the searched range (and an f16 where asked), a total error no worse than the largest-magnitude
+ * scale's (for f16 rounded to f16, as every candidate is), the outlier exact (to its scale's f16
+ * rounding), zero and padding rows zero. */
 static void test_quantize_roundtrip(void) {
     enum { D = 37, K = 100 };
     static float src[D * K];
-    static uint16_t sc[48 * K];
+    static float sc[48 * K]; /* f32 scales, or f16 in its first half */
     static uint8_t q[48 * K];
     fill(src, D * K);
     for (int i = 0; i < K; i++) src[3 * K + i] = 0.0f; /* an all-zero row: scale 0, values 0 */
     src[5 * K + 7] = 40.0f;                            /* an outlier in one group */
     for (int type = KERN_Q8; type <= KERN_Q4; type++)
-        for (int gi = 0; gi < 3; gi++) {
-            int want = (int[]){32, 7, K}[gi];
-            int group = kern_quantize(q, sc, type, src, D, K, want), n_groups = kern_q_groups(K, group);
+        for (int gi = 0; gi < 6; gi++) {
+            int want = (int[]){32, 7, K}[gi % 3], st = gi < 3 ? KERN_F32 : KERN_F16;
+            double tol = st == KERN_F16 ? 0x1p-11 : 1e-6; /* f16 rounds to within 2^-11 of the value */
+            int group = kern_quantize(q, sc, st, type, src, D, K, want), n_groups = kern_q_groups(K, group);
             CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
                   "group %d for %d: %d groups", group, want, n_groups);
-            kern_mat m = {q, sc, type, group, NULL, NULL};
+            kern_mat m = {q, sc, type, group, NULL, NULL, st};
             double worst = 0, err2 = 0, err2_absmax = 0;
             int bad = 0;
             for (int o = 0; o < D; o++)
                 for (int g = 0; g < n_groups; g++) {
                     int b = g * group, e = b + group < K ? b + group : K;
-                    float s = fabsf(kern_f16_to_f32(sc[kern_packed_index(o, g, n_groups)])), amax = 0, vmax = 0;
+                    float s = fabsf(kern_scale_at(&m, kern_packed_index(o, g, n_groups))), amax = 0, vmax = 0;
                     for (int kk = b; kk < e; kk++)
                         if (fabsf(src[o * K + kk]) > amax) amax = fabsf(src[o * K + kk]), vmax = src[o * K + kk];
                     /* the representable range: -127..127 steps (Q8), -8..7 steps (Q4, either sign of scale) */
                     double top = type == KERN_Q8 ? 127.0 * s : 7.0 * s;
-                    /* the largest-magnitude scale (Q4: signed, its value maps to -8), and as an f16 */
+                    /* the largest-magnitude scale (Q4: signed, its value maps to -8), and as stored */
                     double s0 = type == KERN_Q8 ? amax / 127.0 : vmax / -8.0;
-                    double s0h = kern_f16_to_f32(kern_f32_to_f16((float)s0));
+                    double s0h = st == KERN_F16 ? kern_f16_to_f32(kern_f32_to_f16((float)s0)) : s0;
                     for (int kk = b; kk < e; kk++) {
                         double x = src[o * K + kk], e1 = fabs((double)kern_mat_at(&m, o, kk, K) - x);
                         /* half a step inside the range; outside it, the distance to the range's end
@@ -135,18 +137,17 @@ static void test_quantize_roundtrip(void) {
                         double v = s0h != 0 ? fmin(fmax(round(x / s0h), type == KERN_Q8 ? -127 : -8), type == KERN_Q8 ? 127 : 7) * s0h : 0;
                         err2_absmax += (x - v) * (x - v);
                     }
-                    /* f16 rounds to within 2^-11 of the value (relative) */
-                    CHECK(s == kern_f16_to_f32(kern_f32_to_f16(s)) && s <= fabs(s0) * (1 + 0x1p-11) &&
-                              s >= fabs(s0) * (type == KERN_Q8 ? 0.95 : 0.8) * (1 - 0x1p-11),
-                          "scale %g an f16 within the searched range of %g", s, s0);
+                    CHECK((st == KERN_F32 || s == kern_f16_to_f32(kern_f32_to_f16(s))) && s <= fabs(s0) * (1 + tol) &&
+                              s >= fabs(s0) * (type == KERN_Q8 ? 0.95 : 0.8) * (1 - tol),
+                          "scale %g (%s) within the searched range of %g", s, st == KERN_F16 ? "f16" : "f32", s0);
                 }
             CHECK(bad == 0, "%s group %d: %d weights off by more than their bound (worst %.3f steps)",
                   type == KERN_Q8 ? "q8" : "q4", group, bad, worst);
             /* the search never does worse than the largest-magnitude scale */
             CHECK(err2 <= err2_absmax * (1 + 1e-5), "%s group %d: squared error %g above the absmax scale's %g",
                   type == KERN_Q8 ? "q8" : "q4", group, err2, err2_absmax);
-            CHECK(fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) <= 40.0f * 0x1p-11f,
-                  "the outlier survives to its scale's f16 rounding: %g", kern_mat_at(&m, 5, 7, K));
+            CHECK(fabsf(kern_mat_at(&m, 5, 7, K) - 40.0f) <= (st == KERN_F16 ? 40.0f * 0x1p-11f : 1e-5f),
+                  "the outlier survives (to its scale's f16 rounding): %g", kern_mat_at(&m, 5, 7, K));
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 3, kk, K) == 0.0f, "zero row stays zero");
             for (int kk = 0; kk < K; kk++) CHECK(kern_mat_at(&m, 40, kk, K) == 0.0f, "padding rows are zero");
         }
@@ -158,7 +159,7 @@ static void test_matmul_int(const char *variant, int exact) {
     static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1100};
     static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
     float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
-    uint16_t *sc = malloc(144 * 1100 * sizeof *sc);
+    void *sc = malloc(144 * 1100 * sizeof(float));
     float *ws = malloc(144 * 1100 * sizeof *ws);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
     int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);
@@ -176,10 +177,11 @@ static void test_matmul_int(const char *variant, int exact) {
                         fill(x, (size_t)n * k);
                         fill(wf, (size_t)d * k);
                         int group = kern_q_group_fit(k, want, 1);
-                        kern_quantize(q, sc, type, wf, d, k, group);
+                        int st = (ki + stat) % 2 ? KERN_F16 : KERN_F32;
+                        kern_quantize(q, sc, st, type, wf, d, k, group);
                         kern_to_int_dot(qi, q, type, d, k);
-                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws};
-                        kern_mat mq = {q, sc, type, group, NULL, NULL};
+                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws, st};
+                        kern_mat mq = {q, sc, type, group, NULL, NULL, st};
                         float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
                         m.act = stat ? act : NULL;
                         kern_group_sums(ws, &m, d, k);

@@ -328,14 +328,25 @@ int main(void) {
         CHECK(memcmp(a, b, bytes) == 0, "%s converted to %s differs from %s", conv[i].from, conv[i].scheme, conv[i].direct);
         CHECK(file_size(to) == file_size(check_tmp_path(conv[i].direct)), "%s: the size of %s", conv[i].to, conv[i].direct);
     }
+    /* grouped scales are f16, one per row f32; widened to f32 (as etch wrote them all before
+     * 2026-11-30) the grouped ones give the same logits bit for bit, through the f32 scale loads */
+    const char *g16 = check_tmp_path("q-8da4w-g16-e8.etch"), *wide = check_tmp_path("q-wide.etch");
+    REQUIRE(etch_program_open(g16, &p, &err) == ETCH_OK, "%s", err.message);
+    const char *sg = tensor_dtype(p, "blk.0.ffn_down.weight.scale"), *se = tensor_dtype(p, "token_embd.weight.scale");
+    CHECK(sg && !strcmp(sg, "f16") && se && !strcmp(se, "f32"), "scales: groups f16 (%s), one per row f32 (%s)", sg, se);
+    etch_program_close(p);
+    REQUIRE(widen_scales(g16, wide), "the f32-scale copy");
+    CHECK(all_logits(g16, ids, 0, a) && all_logits(wide, ids, 0, b) && memcmp(a, b, bytes) == 0,
+          "f32 scales give the logits of the f16 ones");
+    CHECK(file_size(wide) > file_size(g16), "f32 scales take more room: %ld vs %ld", file_size(wide), file_size(g16));
+    remove(wide);
     free(a), free(b), free(c), free(fl), free(ids);
 
     /* --- what the files hold */
     REQUIRE(etch_program_open(check_tmp_path("q-8w.etch"), &p, &err) == ETCH_OK, "%s", err.message);
     const char *dt = tensor_dtype(p, "blk.0.attn_q.weight"), *emb = tensor_dtype(p, "token_embd.weight"),
                *outw = tensor_dtype(p, "output.weight");
-    const char *sdt = tensor_dtype(p, "blk.0.attn_q.weight.scale");
-    CHECK(dt && !strcmp(dt, "q8") && sdt && !strcmp(sdt, "f16"), "8w: q8 with f16 scales (%s, %s)", dt, sdt);
+    CHECK(dt && !strcmp(dt, "q8") && tensor_dtype(p, "blk.0.attn_q.weight.scale"), "8w: q8 with scales (%s)", dt);
     CHECK(emb && !strcmp(emb, "f32"), "8w: the embedding table stays f32 (%s)", emb);
     CHECK(outw && !strcmp(outw, "q8") && etch_program_meta(p)->tied_embeddings == 0,
           "8w: the tied table gives the output layer its own q8 copy (%s)", outw);
@@ -398,11 +409,6 @@ int main(void) {
         CHECK(t && !strcmp(t, "i8") && tensor_dtype(p, "blk.0.attn_q.weight.act"), "a8w8 from q8: i8 with .act (%s)", t);
         etch_program_close(p);
     }
-    /* scales written as f32 (etch before 2026-11-30): refused with a message that says so */
-    REQUIRE(widen_scales(check_tmp_path("q-8da4w.etch"), out), "the f32-scale copy");
-    CHECK(etch_program_open(out, &p, &err) == ETCH_ERR_FORMAT && strstr(err.message, "holds f32 scales") &&
-              strstr(err.message, ".scale"), "f32 scales: %s", err.message);
-    remove(out);
     test_calibration(f32, f32_static);
     test_chat_calibration();
     return check_done();

@@ -33,8 +33,9 @@ static int is_linear(const fmt_tensor *t) {
 /* The outputs of quantizing one matrix: values, scales and (static activations) group sums, owned. */
 typedef struct qtensor {
     void *q;
-    uint16_t *scales; /* f16 */
+    void *scales; /* f16, or f32 for one scale per row */
     float *wsum;
+    int scale_type; /* KERN_F16 or KERN_F32 */
     uint64_t dims[2], sdims[2];
 } qtensor;
 
@@ -56,9 +57,9 @@ static int site_of(const char *name, int n_layers, int tied) {
  * contiguous in the values and the scales. */
 typedef struct quant_job {
     void *q;
-    uint16_t *scales; /* f16 */
+    void *scales;
     const float *rows; /* [d, k] */
-    int type, d, k, group, n_groups;
+    int scale_type, type, d, k, group, n_groups;
 } quant_job;
 
 static void quant_task(void *ctx, int i, int nw) {
@@ -67,8 +68,9 @@ static void quant_task(void *ctx, int i, int nw) {
     base_split(j->d, nw, i, KERN_PANEL, &b, &e);
     if (b >= e) return;
     size_t vbytes = j->type == KERN_Q8 ? (size_t)b * j->k : (size_t)b * j->k / 2;
-    kern_quantize((uint8_t *)j->q + vbytes, j->scales + (size_t)b * j->n_groups, j->type, j->rows + (size_t)b * j->k,
-                  e - b, j->k, j->group);
+    size_t sbytes = (size_t)b * j->n_groups * (j->scale_type == KERN_F16 ? 2 : 4);
+    kern_quantize((uint8_t *)j->q + vbytes, (uint8_t *)j->scales + sbytes, j->scale_type, j->type,
+                  j->rows + (size_t)b * j->k, e - b, j->k, j->group);
 }
 
 /* A matrix that is already q8 or q4 (a GGUF's Q8_0/Q4_0 kept as they are) becomes i8 or i4 of the
@@ -84,7 +86,7 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
                          fmt_dtype_name(t->dtype), src == KERN_Q8 ? "i8" : "i4");
     int d = (int)t->dims[0], k = (int)t->dims[1]; /* the loader checked the shapes of both */
     int n_groups = ts ? (int)ts->dims[1] : 0, have = n_groups > 0 ? kern_q_group_of(k, n_groups) : 0;
-    if (!ts || ts->dtype != FMT_DT_F16 || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
+    if (!ts || (ts->dtype != FMT_DT_F16 && ts->dtype != FMT_DT_F32) || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' (%s, %d columns, groups of %d) cannot be used for "
                          "integer dot products as it is", t->name, fmt_dtype_name(t->dtype), k, have);
     if (group > 0 && group != have && !(group >= k && have == k))
@@ -92,14 +94,16 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
                          "--group-size %d", t->name, have, group);
     size_t bytes = src == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2;
     out->q = base_malloc(bytes);
-    out->scales = base_malloc((size_t)d * n_groups * sizeof *out->scales);
+    out->scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
+    size_t sbytes = (size_t)d * n_groups * (out->scale_type == KERN_F16 ? 2 : 4);
+    out->scales = base_malloc(sbytes);
     if (!out->q || !out->scales) {
         base_free(out->q), base_free(out->scales);
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to convert '%s'", t->name);
     }
     kern_to_int_dot(out->q, t->data, src, d, k);
-    memcpy(out->scales, ts->data, (size_t)d * n_groups * sizeof *out->scales);
+    memcpy(out->scales, ts->data, sbytes);
     out->dims[0] = out->sdims[0] = (uint64_t)d;
     out->dims[1] = (uint64_t)k;
     out->sdims[1] = (uint64_t)n_groups;
@@ -130,16 +134,19 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, in
     float *rows = base_malloc((size_t)d * k * sizeof *rows);
     int eight = wtype == KERN_Q8 || wtype == KERN_I8;
     out->q = base_malloc(eight ? (size_t)d * k : (size_t)d * k / 2);
-    out->scales = base_malloc((size_t)d * n_groups * sizeof *out->scales);
+    /* One scale per row costs nothing next to the row: f32. Scales per group are 1/16 of 4-bit
+     * weights in groups of 32 or more: f16, as GGUF's Q8_0/Q4_0 (docs/DESIGN.md, "Quantized programs"). */
+    out->scale_type = n_groups == 1 ? KERN_F32 : KERN_F16;
+    out->scales = base_malloc((size_t)d * n_groups * (out->scale_type == KERN_F16 ? 2 : 4));
     if (!rows || !out->q || !out->scales) {
         base_free(rows), base_free(out->q), base_free(out->scales);
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to quantize '%s'", t->name);
     }
-    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL};
+    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL, 0};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
-    quant_job job = {out->q, out->scales, rows, qtype, d, k, group, n_groups};
+    quant_job job = {out->q, out->scales, rows, out->scale_type, qtype, d, k, group, n_groups};
     if (pool) base_pool_run(pool, quant_task, &job);
     else quant_task(&job, 0, 1);
     if (int_dot) { /* the same values in the integer-dot layout, through the f32 buffer's bytes */
@@ -279,10 +286,11 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
-        fmt_add_tensor(w, sname, FMT_DT_F16, 2, qt[i].sdims, qt[i].scales);
+        fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
         int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
-            kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL};
+            kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL,
+                          qt[i].scale_type};
             if (!(qt[i].wsum = base_malloc((size_t)(qt[i].sdims[0] * qt[i].sdims[1]) * sizeof *qt[i].wsum))) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the group sums of '%s'", name);
                 break;

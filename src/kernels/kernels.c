@@ -111,7 +111,7 @@ void kern_group_sums(float *wsum, const kern_mat *m, int d, int k) {
 
 void kern_to_int_dot(void *dst, const void *q, int type, int d, int k) {
     int rows = kern_packed_rows(d);
-    kern_mat src = {q, NULL, type, k, NULL, NULL};
+    kern_mat src = {q, NULL, type, k, NULL, NULL, 0};
     if (type == KERN_Q8) {
         for (int o = 0; o < rows; o++)
             for (int kk = 0; kk < k; kk++) ((int8_t *)dst)[kern_pair_index(o, kk, k)] = (int8_t)qvalue(&src, o, kk, k);
@@ -187,7 +187,7 @@ void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float 
 float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
     if (kern_is_quantized(m->type)) {
         int n_groups = kern_q_groups(k, m->group);
-        return (float)qvalue(m, o, kk, k) * kern_f16_to_f32(m->scales[kern_packed_index(o, kk / m->group, n_groups)]);
+        return (float)qvalue(m, o, kk, k) * kern_scale_at(m, kern_packed_index(o, kk / m->group, n_groups));
     }
     return wload(m->w, m->type, kern_packed_index(o, kk, k));
 }
@@ -203,23 +203,28 @@ static inline float quant_value(int type, float x, float inv) {
     return v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
 }
 
-/* s as the file stores it: rounded to f16, a magnitude past f16's largest (65504) clamped to it. */
-static float f16_scale(float s) {
+float kern_scale_at(const kern_mat *m, size_t i) {
+    return m->scale_type == KERN_F16 ? kern_f16_to_f32(((const uint16_t *)m->scales)[i]) : ((const float *)m->scales)[i];
+}
+
+/* s as an f16 scale stores it: rounded, a magnitude past f16's largest (65504) clamped to it. */
+static float f16_scale(int scale_type, float s) {
+    if (scale_type != KERN_F16) return s;
     float h = kern_f16_to_f32(kern_f32_to_f16(s));
     return isinf(h) ? copysignf(65504.0f, s) : h;
 }
 
 /* The scale for a group's n values: of the largest-magnitude scale s0 and the ones that clip its
- * top 1%, 2%, ... (to 20% for Q4, 5% for Q8), each rounded to f16, the one with the least squared
- * error. Clipping a few outliers buys finer steps for everything else: for int4 groups of 32 the
- * error falls by a quarter (KL on stories260K: 0.125 -> 0.092). A group whose scale is below
- * half f16's smallest step (3e-8) gets scale 0 and values 0. */
-static float quant_scale(int type, const float *x, int n, float s0) {
-    float best_s = f16_scale(s0);
+ * top 1%, 2%, ... (to 20% for Q4, 5% for Q8), each as the scale type stores it, the one with the
+ * least squared error. Clipping a few outliers buys finer steps for everything else: for int4
+ * groups of 32 the error falls by a quarter (KL on stories260K: 0.125 -> 0.092). An f16 scale
+ * below half f16's smallest step (3e-8) becomes 0, and its group's values 0. */
+static float quant_scale(int scale_type, int type, const float *x, int n, float s0) {
+    float best_s = f16_scale(scale_type, s0);
     if (best_s == 0.0f) return 0.0f;
     double best = INFINITY;
     for (int t = 0; t <= (type == KERN_Q8 ? 5 : 20); t++) {
-        float s = f16_scale(s0 * (1.0f - 0.01f * (float)t));
+        float s = f16_scale(scale_type, s0 * (1.0f - 0.01f * (float)t));
         if (s == 0.0f) break;
         float inv = 1.0f / s;
         double err = 0;
@@ -232,11 +237,11 @@ static float quant_scale(int type, const float *x, int n, float s0) {
     return best_s;
 }
 
-int kern_quantize(void *q, uint16_t *scales, int type, const float *src, int d, int k, int group) {
+int kern_quantize(void *q, void *scales, int scale_type, int type, const float *src, int d, int k, int group) {
     int n_groups = kern_q_groups(k, group), rows = kern_packed_rows(d);
     group = kern_q_group_of(k, n_groups);
     memset(q, 0, type == KERN_Q8 ? (size_t)rows * k : (size_t)rows * k / 2);
-    memset(scales, 0, (size_t)rows * n_groups * sizeof *scales);
+    memset(scales, 0, (size_t)rows * n_groups * (scale_type == KERN_F16 ? 2 : 4));
     if (type == KERN_Q4) /* zero is stored as 8 */
         for (int o = d; o < rows; o++)
             for (int kk = 0; kk < k; kk++) kern_q4_put(q, o, kk, k, 0);
@@ -247,9 +252,11 @@ int kern_quantize(void *q, uint16_t *scales, int type, const float *src, int d, 
             float amax = 0.0f, vmax = 0.0f; /* largest magnitude, and the value that has it */
             for (int kk = b; kk < e; kk++)
                 if (fabsf(x[kk]) > amax) amax = fabsf(x[kk]), vmax = x[kk];
-            float s = quant_scale(type, x + b, e - b, type == KERN_Q8 ? amax / 127.0f : vmax / -8.0f);
+            float s = quant_scale(scale_type, type, x + b, e - b, type == KERN_Q8 ? amax / 127.0f : vmax / -8.0f);
             float inv = s != 0.0f ? 1.0f / s : 0.0f;
-            scales[kern_packed_index(o, g, n_groups)] = kern_f32_to_f16(s); /* exact: s is an f16 */
+            size_t si = kern_packed_index(o, g, n_groups);
+            if (scale_type == KERN_F16) ((uint16_t *)scales)[si] = kern_f32_to_f16(s); /* exact: s is an f16 */
+            else ((float *)scales)[si] = s;
             for (int kk = b; kk < e; kk++) {
                 float v = quant_value(type, x[kk], inv);
                 if (type == KERN_Q8) ((int8_t *)q)[kern_packed_index(o, kk, k)] = (int8_t)v;
@@ -282,7 +289,7 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                 } else {
                     for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
                 }
-                acc = fmaf(sum, kern_f16_to_f32(w->scales[kern_packed_index(o, g, n_groups)]), acc);
+                acc = fmaf(sum, kern_scale_at(w, kern_packed_index(o, g, n_groups)), acc);
             }
             y[(size_t)r * ldy + o] = acc;
         }
@@ -307,7 +314,7 @@ void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, i
                     dot += pair_lo(xr[kk / 2]) * qvalue(w, o, kk, k) + pair_hi(xr[kk / 2]) * qvalue(w, o, kk + 1, k);
                 size_t si = kern_packed_index(o, g, n_groups);
                 if (x->zero[r]) dot -= x->zero[r] * (int32_t)w->wsum[si];
-                acc = fmaf((float)dot, kern_f16_to_f32(w->scales[si]), acc);
+                acc = fmaf((float)dot, kern_scale_at(w, si), acc);
             }
             y[(size_t)r * ldy + o] = acc * x->scale[r];
         }
@@ -478,8 +485,8 @@ AVX2 static INLINE __m256 q4_fix_hi(__m256 sum16, float xs) {
 /* A quantized matrix's layout around its panels. */
 typedef struct qmat {
     const uint8_t *q;
-    const uint16_t *sc; /* f16 */
-    int k, n_groups, group;
+    const void *sc;
+    int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
     size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
 } qmat;
 
@@ -488,11 +495,17 @@ AVX2 static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m25
     if (type == KERN_Q8) q8_step((const int8_t *)q, w0, w1);
     else q4_step(q, w0, w1);
 }
-/* The 16 rows' scales of group g of a panel, widened from f16 (exactly): rows 0..7 in *s0, 8..15 in *s1. */
-AVX2 static INLINE void scales16(const uint16_t *sc, int n_groups, int panel, int g, __m256 *s0, __m256 *s1) {
-    const __m128i *p = (const __m128i *)(sc + ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL);
-    *s0 = _mm256_cvtph_ps(_mm_loadu_si128(p));
-    *s1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
+/* The 16 rows' scales of group g of a panel as f32 (f16 widened exactly): rows 0..7 in *s0, 8..15 in *s1. */
+AVX2 static INLINE void scales16(const void *sc, int sc16, int n_groups, int panel, int g, __m256 *s0, __m256 *s1) {
+    size_t i = ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL;
+    if (sc16) {
+        const __m128i *p = (const __m128i *)((const uint16_t *)sc + i);
+        *s0 = _mm256_cvtph_ps(_mm_loadu_si128(p));
+        *s1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
+    } else {
+        *s0 = _mm256_loadu_ps((const float *)sc + i);
+        *s1 = _mm256_loadu_ps((const float *)sc + i + 8);
+    }
 }
 
 /* One row x four panels, widening in registers (decode). xsum: Q4's sums of x per group, or NULL
@@ -522,7 +535,7 @@ AVX2 static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *
         }
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             __m256 s0, s1;
-            scales16(m->sc, m->n_groups, panel + p, g, &s0, &s1);
+            scales16(m->sc, m->sc16, m->n_groups, panel + p, g, &s0, &s1);
             float *yp = y + 16 * p;
             __m256 y0 = g ? _mm256_loadu_ps(yp) : _mm256_setzero_ps(), y1 = g ? _mm256_loadu_ps(yp + 8) : _mm256_setzero_ps();
             _mm256_storeu_ps(yp, _mm256_fmadd_ps(a[2 * p], s0, y0));
@@ -563,7 +576,7 @@ AVX2 static INLINE void tile_groups(int type, float *y, int ldy, const float *x,
                 p0[r] = q4_fix(p0[r], xs), p1[r] = q4_fix_hi(p1[r], xs);
             }
         __m256 s0, s1;
-        scales16(m->sc, m->n_groups, panel, g, &s0, &s1);
+        scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             a0[r] = _mm256_fmadd_ps(p0[r], s0, a0[r]);
             a1[r] = _mm256_fmadd_ps(p1[r], s1, a1[r]);
@@ -587,7 +600,7 @@ AVX2 static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, 
 AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const kern_mat *km, int n, int k,
                                  int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
-    qmat m = {km->w, km->scales, k, n_groups, km->group, type == KERN_Q8 ? 16 : 8};
+    qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8};
     int p_begin = ob;
     float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     float xsum[Q_XSUM];
@@ -637,7 +650,7 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
                         tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
                     }
                     __m256 s0, s1;
-                    scales16(m.sc, n_groups, panel, g, &s0, &s1);
+                    scales16(m.sc, m.sc16, n_groups, panel, g, &s0, &s1);
                     for (int r = 0; r < rows; r++) {
                         float *yo = yr + (size_t)r * ldy;
                         __m256 y0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
@@ -676,9 +689,9 @@ AVX2 static INLINE void i_step(int type, const uint8_t *w, size_t step, __m256i 
 
 typedef struct imat {
     const uint8_t *w;
-    const uint16_t *sc; /* f16 */
+    const void *sc;
     const float *wsum;
-    int k, half, n_groups, group;
+    int k, half, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
 } imat;
 
 /* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
@@ -691,7 +704,7 @@ AVX2 static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __
         d1 = _mm256_sub_epi32(d1, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si + 8))));
     }
     __m256 s0, s1;
-    scales16(m->sc, m->n_groups, panel, g, &s0, &s1);
+    scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
     *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), s0, *a0);
     *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, *a1);
 }
@@ -1018,7 +1031,7 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
 AVX2 static INLINE void matmul_i(int type, int vnni, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
                                  int k, int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
-    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group};
+    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16};
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
     if (n == 1)

@@ -16,9 +16,9 @@ const char *kern_init(void);
 enum { KERN_BEST = 0, KERN_NO_VNNI = 1, KERN_PORTABLE = 2 };
 const char *kern_limit(int level);
 
-/* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one f16 scale
- * per group of values along k (a weight is value * scale, the scale widened exactly to f32, as
- * GGML's Q8_0 and Q4_0 store theirs); activations stay f32. I8 and I4 hold
+/* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one scale per
+ * group of values along k (a weight is value * scale); activations stay f32. Scales are f32 or f16
+ * (as GGML's Q8_0 and Q4_0 store theirs), an f16 widened exactly to f32 where it is read. I8 and I4 hold
  * the same values in the layout of integer dot products with int8 activations (kern_matmul_i). */
 enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8 = 3, KERN_Q4 = 4, KERN_I8 = 5, KERN_I4 = 6 };
 static inline int kern_is_quantized(int type) { return type >= KERN_Q8; }
@@ -52,13 +52,14 @@ static inline int kern_packed_rows(int d) { return (d + KERN_PANEL - 1) / KERN_P
 /* A packed weight matrix as the kernels read it. */
 typedef struct kern_mat {
     const void *w;        /* values of `type`, packed */
-    const uint16_t *scales; /* quantized: [packed rows, n_groups] f16 bits, packed the same way: scale
-                             * (o, g) at kern_packed_index(o, g, n_groups); NULL otherwise */
+    const void *scales;   /* quantized: [packed rows, n_groups] of scale_type, packed the same way:
+                           * scale (o, g) at kern_packed_index(o, g, n_groups); NULL otherwise */
     int type;             /* KERN_* */
     int group;            /* quantized: values per scale along k: group g covers kk in [g*group, (g+1)*group) */
     const float *act;     /* I8, I4: NULL for activations quantized per row at run time, or [2] the
                            * static scale and zero point of the input (calibrated) */
     const float *wsum;    /* I8, I4 with act: [packed rows, n_groups] each group's sum of values */
+    int scale_type;       /* KERN_F32 (0) or KERN_F16 */
 } kern_mat;
 
 /* Integer-dot matrices sum at most this many products per group in int32 (2^15 * 2^15 * 2^15/2). */
@@ -90,12 +91,14 @@ void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
 
 /* Quantizes src[d, k] (row-major f32) into a packed Q8 or Q4 matrix with groups of `group`
  * (kern_q_groups): q [kern_packed_rows(d) * k] bytes for Q8, half that for Q4, scales
- * [kern_packed_rows(d) * n_groups] f16, padding rows zero. Symmetric, values -127..127 (Q8) or -8..7
- * (Q4). The scale starts from the group's largest magnitude (to 127, or its value to -8 as GGML's
- * Q4_0 does) and is shrunk by up to 5% (Q8) or 20% (Q4) when clipping the largest values lowers the
- * group's squared error; every candidate is rounded to f16 first, so the values are rounded with the
- * scale the file stores. Returns the group size used. */
-int kern_quantize(void *q, uint16_t *scales, int type, const float *src, int d, int k, int group);
+ * [kern_packed_rows(d) * n_groups] of scale_type (KERN_F32 or KERN_F16), padding rows zero. Symmetric,
+ * values -127..127 (Q8) or -8..7 (Q4). The scale starts from the group's largest magnitude (to 127,
+ * or its value to -8 as GGML's Q4_0 does) and is shrunk by up to 5% (Q8) or 20% (Q4) when clipping
+ * the largest values lowers the group's squared error; for f16 scales every candidate is rounded to
+ * f16 first, so the values are rounded with the scale the file stores. Returns the group size used. */
+int kern_quantize(void *q, void *scales, int scale_type, int type, const float *src, int d, int k, int group);
+/* Scale i of a quantized matrix as f32. */
+float kern_scale_at(const kern_mat *m, size_t i);
 /* The stored value (o, kk) of a quantized matrix (-128..127 for Q8/I8, -8..7 for Q4/I4). */
 int kern_qvalue(const kern_mat *m, int o, int kk, int k);
 /* Moves a Q8 or Q4 matrix (values and scales, as kern_quantize wrote them) into the I8 or I4

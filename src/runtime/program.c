@@ -228,7 +228,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 }
 
 /* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4/i8/i4 with its
- * scales in '<name>.scale', f16 [padded rows, n_groups], the group size following from cols and
+ * scales in '<name>.scale', f16 or f32 [padded rows, n_groups], the group size following from cols and
  * n_groups. i8/i4 (int8 activations) need an even cols and even groups of at most
  * KERN_INT_GROUP_MAX, and may carry static activation parameters '<name>.act' (f32 [2]: scale,
  * zero point) with their group sums '<name>.wsum' (f32, shaped as the scales). */
@@ -255,10 +255,9 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
     if (kern_q_groups((int)cols, m->group) != n_groups)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has %d groups, which no group size gives for %llu columns",
                          path, sname, n_groups, (unsigned long long)cols);
-    if (s->dtype == FMT_DT_F32) /* the layout before 2026-11-30 */
-        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' holds f32 scales, which etch no longer reads (scales are f16): "
-                         "export or quantize the program again", path, sname);
-    if ((st = need_tensor(p, path, sname, FMT_DT_F16, prows, (uint64_t)n_groups, (const void **)&m->scales, err)))
+    m->scale_type = s->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
+    if ((st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
+                          &m->scales, err)))
         return st;
     if (!kern_is_int_dot(m->type)) return ETCH_OK;
     if (cols % 2 || m->group % 2 || m->group > KERN_INT_GROUP_MAX)
