@@ -74,7 +74,8 @@ P
   # within 0.16, 441 and 449 of 480 tokens llama.cpp's, the others within 0.13 and 0.16 of the top).
   for q in q8_0 q4_0; do
     js llamacpp.mjs "$WORK/qwen3-$q.gguf" "$WORK/qwen3-prompts.json" 40 64 >"$WORK/qwen3-$q-llamacpp.json"
-    "$TEST" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" "$WORK/qwen3-prompts.json" "$WORK/qwen3-$q-llamacpp.json" 40 0.3 || rc=1
+    hf_tol=1e-4; [ "$q" = q4_0 ] && hf_tol=5e-4 # Q4 sums whole bytes, then takes the high nibbles off (test_llamacpp.c)
+    "$TEST" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" "$WORK/qwen3-prompts.json" "$WORK/qwen3-$q-llamacpp.json" 40 0.3 "$hf_tol" || rc=1
   done
   # Control: the same weights without the window must disagree with llama.cpp on the prompts longer
   # than the window, or the window was never exercised on either side.
