@@ -68,7 +68,7 @@ static void quant_task(void *ctx, int i, int nw) {
     base_split(j->d, nw, i, KERN_PANEL, &b, &e);
     if (b >= e) return;
     size_t vbytes = j->type == KERN_Q8 ? (size_t)b * j->k : (size_t)b * j->k / 2;
-    size_t sbytes = (size_t)b * j->n_groups * (j->scale_type == KERN_F16 ? 2 : 4);
+    size_t sbytes = (size_t)b * j->n_groups * kern_wsize(j->scale_type);
     kern_quantize((uint8_t *)j->q + vbytes, (uint8_t *)j->scales + sbytes, j->scale_type, j->type,
                   j->rows + (size_t)b * j->k, e - b, j->k, j->group);
 }
@@ -95,7 +95,7 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
     size_t bytes = src == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2;
     out->q = base_malloc(bytes);
     out->scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
-    size_t sbytes = (size_t)d * n_groups * (out->scale_type == KERN_F16 ? 2 : 4);
+    size_t sbytes = (size_t)d * n_groups * kern_wsize(out->scale_type);
     out->scales = base_malloc(sbytes);
     if (!out->q || !out->scales) {
         base_free(out->q), base_free(out->scales);
@@ -137,7 +137,7 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, in
     /* One scale per row costs nothing next to the row: f32. Scales per group are 1/16 of 4-bit
      * weights in groups of 32 or more: f16, as GGUF's Q8_0/Q4_0 (docs/DESIGN.md, "Quantized programs"). */
     out->scale_type = n_groups == 1 ? KERN_F32 : KERN_F16;
-    out->scales = base_malloc((size_t)d * n_groups * (out->scale_type == KERN_F16 ? 2 : 4));
+    out->scales = base_malloc((size_t)d * n_groups * kern_wsize(out->scale_type));
     if (!rows || !out->q || !out->scales) {
         base_free(rows), base_free(out->q), base_free(out->scales);
         memset(out, 0, sizeof *out);

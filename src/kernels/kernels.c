@@ -98,11 +98,14 @@ int kern_q_group_fit(int k, int want, int even) {
     return even ? 2 : 1;
 }
 
+/* The end (exclusive) of group g of a row of k values in groups of `group`: only the last is short. */
+static inline int group_end_at(int g, int group, int k) { return g * group + group < k ? g * group + group : k; }
+
 void kern_group_sums(float *wsum, const kern_mat *m, int d, int k) {
     int n_groups = kern_q_groups(k, m->group), rows = kern_packed_rows(d);
     for (int o = 0; o < rows; o++)
         for (int g = 0; g < n_groups; g++) {
-            int b = g * m->group, e = b + m->group < k ? b + m->group : k;
+            int b = g * m->group, e = group_end_at(g, m->group, k);
             int32_t sum = 0;
             for (int kk = b; kk < e; kk++) sum += qvalue(m, o, kk, k);
             wsum[kern_packed_index(o, g, n_groups)] = (float)sum;
@@ -241,14 +244,14 @@ int kern_quantize(void *q, void *scales, int scale_type, int type, const float *
     int n_groups = kern_q_groups(k, group), rows = kern_packed_rows(d);
     group = kern_q_group_of(k, n_groups);
     memset(q, 0, type == KERN_Q8 ? (size_t)rows * k : (size_t)rows * k / 2);
-    memset(scales, 0, (size_t)rows * n_groups * (scale_type == KERN_F16 ? 2 : 4));
+    memset(scales, 0, (size_t)rows * n_groups * kern_wsize(scale_type));
     if (type == KERN_Q4) /* zero is stored as 8 */
         for (int o = d; o < rows; o++)
             for (int kk = 0; kk < k; kk++) kern_q4_put(q, o, kk, k, 0);
     for (int o = 0; o < d; o++)
         for (int g = 0; g < n_groups; g++) {
             const float *x = src + (size_t)o * k;
-            int b = g * group, e = b + group < k ? b + group : k;
+            int b = g * group, e = group_end_at(g, group, k);
             float amax = 0.0f, vmax = 0.0f; /* largest magnitude, and the value that has it */
             for (int kk = b; kk < e; kk++)
                 if (fabsf(x[kk]) > amax) amax = fabsf(x[kk]), vmax = x[kk];
@@ -279,7 +282,7 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
             if (!q)
                 for (int kk = 0; kk < k; kk++) acc = fmaf(xr[kk], kern_mat_at(w, o, kk, k), acc);
             for (int g = 0; q && g < n_groups; g++) { /* each group's sum of x * value, then times its scale */
-                int b = g * group, e = b + group < k ? b + group : k;
+                int b = g * group, e = group_end_at(g, group, k);
                 float sum = 0.0f;
                 if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 times the sum of x. A high
                                            * nibble (rows 8..15 of a panel) as 16 times it, the sum times 1/16;
@@ -316,7 +319,7 @@ void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, i
             const int32_t *xr = x->pairs + (size_t)r * (k / 2);
             float acc = 0.0f;
             for (int g = 0; g < n_groups; g++) {
-                int b = g * w->group, e = b + w->group < k ? b + w->group : k;
+                int b = g * w->group, e = group_end_at(g, w->group, k);
                 int32_t dot = 0;
                 for (int kk = b; kk < e; kk += 2)
                     dot += pair_lo(xr[kk / 2]) * qvalue(w, o, kk, k) + pair_hi(xr[kk / 2]) * qvalue(w, o, kk + 1, k);
@@ -528,7 +531,7 @@ AVX2 static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *
     __m256 a[8]; /* the group's sums; the element's sums live in y (in registers too, GCC spilled) */
     size_t pstride = (size_t)m->k * m->step_bytes;
     for (int g = 0; g < m->n_groups; g++) {
-        int b = g * m->group, e = b + m->group < m->k ? b + m->group : m->k;
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
         for (int kk = b; kk < e; kk++) {
             __m256 xb = _mm256_broadcast_ss(x + kk);
@@ -573,7 +576,7 @@ AVX2 static INLINE void tile_groups(int type, float *y, int ldy, const float *x,
         a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
     }
     for (int g = g0; g < g1; g++) {
-        int b = g * m->group, e = b + m->group < m->k ? b + m->group : m->k;
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) p0[r] = p1[r] = _mm256_setzero_ps();
         for (int kk = b; kk < e; kk++) {
             const float *w = blk + (size_t)(kk - kb) * KERN_PANEL;
@@ -620,7 +623,7 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
     float xsum[Q_XSUM];
     if (n == 1) { /* Q4's sums of x once for every panel (a scalar chain per group), not once per four */
         int pre = type == KERN_Q4 && n_groups <= Q_XSUM;
-        for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, g * m.group + m.group < k ? g * m.group + m.group : k);
+        for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
         for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
             q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
     }
@@ -633,7 +636,7 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
         if (type == KERN_Q4 && n_groups <= Q_XSUM)
             for (int r = 0; r < cn; r++)
                 for (int g = 0; g < n_groups; g++)
-                    xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, g * m.group + m.group < k ? g * m.group + m.group : k);
+                    xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, group_end_at(g, m.group, k));
         for (int p0 = p_begin; p0 < oe; p0 += KERN_PANEL) {
             int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
             if (m.group <= Q_BLOCK) { /* small groups: blocks of whole groups, sums kept in registers */
@@ -657,7 +660,7 @@ AVX2 static INLINE void matmul_q(int type, float *y, int ldy, const float *x, co
                 int rows = cn - r0 < Q_ROWS ? cn - r0 : Q_ROWS;
                 float *yr = yc + (size_t)r0 * ldy + p0;
                 for (int g = 0; g < n_groups; g++) {
-                    int b = g * m.group, e = b + m.group < k ? b + m.group : k;
+                    int b = g * m.group, e = group_end_at(g, m.group, k);
                     for (int kb = b; kb < e; kb += Q_BLOCK) {
                         int len = e - kb < Q_BLOCK ? e - kb : Q_BLOCK;
                         widen_steps(type, &m, panel, kb, len, blk);
@@ -729,7 +732,7 @@ AVX2 static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs,
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t steps = (size_t)m->half, bytes = type == KERN_I8 ? 32 : 16;
     for (int g = 0; g < m->n_groups; g++) {
-        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
         for (int st = b; st < e; st++) {
@@ -767,7 +770,7 @@ AVX2 static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int 
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t steps = (size_t)m->half;
     for (int g = 0; g < m->n_groups; g++) {
-        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
         for (int st = b; st < e; st += 8) {
@@ -883,7 +886,7 @@ AVX2 static INLINE void carry_store(int32_t *carry, int R, const __m256i *d0, co
  * float sums kept in y (read back unless it is the first group), the rows' scales after the last. */
 AVX2 static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int r0, const imat *m, int panel, int g,
                                   int R, int cols, __m256i *d0, __m256i *d1) {
-    int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
     i_offset(unit, x, r0, m, gb, ge, R, d0, d1);
     __m256 a0[6], a1[6];
     sums_load(y, ldy, g, R, cols, a0, a1);
@@ -896,7 +899,7 @@ AVX2 static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x,
  * as group_end. */
 AVX2 static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
                                int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
-    int ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    int ge = group_end_at(g, m->group, m->k) / 2;
     __m256i d0[6], d1[6];
     carry_load(carry, cont, R, d0, d1);
     i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
@@ -914,7 +917,7 @@ AVX2 static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx
     __m256 a0[3], a1[3];
     sums_load(y, ldy, g0, R, cols, a0, a1);
     for (int g = g0; g < g1; g++) {
-        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
@@ -980,7 +983,7 @@ VNNI static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t hal
 /* As i_tile, over the quad steps in blk (v_quads) of one long group g. */
 VNNI static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
                                const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
-    int ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+    int ge = group_end_at(g, m->group, m->k) / 2;
     __m256i d0[6], d1[6];
     carry_load(carry, cont, R, d0, d1);
     v_dots(blk, x->bytes + (size_t)r0 * m->half, (size_t)m->half, sb, se, R, d0, d1);
@@ -998,7 +1001,7 @@ VNNI static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx
     __m256 a0[3], a1[3];
     sums_load(y, ldy, g0, R, cols, a0, a1);
     for (int g = g0; g < g1; g++) {
-        int b = g * m->group / 2, e = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
@@ -1017,7 +1020,7 @@ VNNI static void v_block(int type, float *y, int ldy, const kern_qx *x, const ui
                          int32_t *carry, int cont) {
     int slot = (m->group / 2 + 1) / 2; /* quads per whole group */
     for (int g = g0; g < g1; g++) {
-        int gb = g * m->group / 2, ge = (g * m->group + m->group < m->k ? g * m->group + m->group : m->k) / 2;
+        int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
         v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64);
     }
     int r = r0, end = r0 + rows;
