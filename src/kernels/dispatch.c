@@ -1,0 +1,114 @@
+/* kernels/dispatch: which variant runs. The CPU is asked once what it has (CPUID, and XGETBV for the
+ * registers the OS saves); kern_init points `active` at the widest variant the CPU and the caps allow,
+ * and every public entry point calls through it. A new instruction set is a new file in x86/ and one
+ * table below. */
+#include "kern_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const kern_variant portable = {
+    "portable",
+    {kern_matmul_portable, kern_matmul_portable, kern_matmul_portable, kern_matmul_portable, kern_matmul_portable},
+    kern_matmul_i_ref,
+    kern_quantize_x_ref,
+    kern_attention_ref,
+    kern_fma_peak_portable,
+    kern_read_bandwidth_portable,
+};
+
+#ifdef KERN_X86
+#include <cpuid.h>
+
+static const kern_variant avx2 = {
+    "avx2",
+    {kern_avx2_matmul_f32, kern_avx2_matmul_f16, kern_avx2_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    kern_avx2_matmul_i,
+    kern_avx2_quantize_x,
+    kern_avx2_attention,
+    kern_avx2_fma_peak,
+    kern_avx2_read_bandwidth,
+};
+
+static const kern_variant avx2_vnni = {
+    "avx2+vnni",
+    {kern_avx2_matmul_f32, kern_avx2_matmul_f16, kern_avx2_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    kern_vnni_matmul_i,
+    kern_avx2_quantize_x,
+    kern_avx2_attention,
+    kern_avx2_fma_peak,
+    kern_avx2_read_bandwidth,
+};
+
+/* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
+ * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
+static int cpu_has_avx2_fma_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!(fma && osxsave && avx && f16c)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & 6) != 6) return 0; /* XMM and YMM state */
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (b >> 5) & 1;
+}
+
+/* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */
+static int cpu_has_avx_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;
+    return (a >> 4) & 1;
+}
+#endif
+
+/* The variant in use: written by kern_init (every caller computes the same choice), read by every
+ * kernel call. */
+static const kern_variant *active = &portable;
+static int limit = KERN_BEST;
+
+/* The cap from the environment: ETCH_KERNELS=avx2 (no VNNI) or portable; anything else: none. */
+static int env_limit(void) {
+    const char *e = getenv("ETCH_KERNELS");
+    if (!e) return KERN_BEST;
+    return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI : KERN_BEST;
+}
+
+const char *kern_init(void) {
+    int cap = env_limit() > limit ? env_limit() : limit;
+    const kern_variant *v = &portable;
+#ifdef KERN_X86
+    if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c())
+        v = cap == KERN_BEST && cpu_has_avx_vnni() ? &avx2_vnni : &avx2;
+#else
+    (void)cap;
+#endif
+    active = v;
+    return v->name;
+}
+
+const char *kern_limit(int level) {
+    limit = level;
+    return kern_init();
+}
+
+void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
+    active->matmul[w->type](y, ldy, x, w, n, d, k, o_begin, o_end);
+}
+
+void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
+    active->matmul_i(y, ldy, x, w, n, d, k, o_begin, o_end);
+}
+
+void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+    active->quantize_x(qx, x, n, k, stat);
+}
+
+void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                    const kern_att_shape *a, float *scores, int g_begin, int g_end) {
+    active->attention(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
+}
+
+double kern_fma_peak(double seconds) { return active->fma_peak(seconds); }
+
+double kern_read_bandwidth(const float *buf, size_t n) { return active->read_bandwidth(buf, n); }

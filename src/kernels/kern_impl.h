@@ -1,0 +1,96 @@
+/* kernels/kern_impl.h: what the kernel files share and the rest of etch does not see: element
+ * readers, group bounds, the activation quantizer's row loop, and the table of variants that
+ * dispatch.c chooses from. One variant per instruction set (x86/), each a set of entry points. */
+#ifndef ETCH_KERN_IMPL_H
+#define ETCH_KERN_IMPL_H
+
+#include "kernels.h"
+
+/* Weight i of a float matrix (f32, f16 or bf16) as f32. */
+static inline float wload(const void *w, int wtype, size_t i) {
+    if (wtype == KERN_F32) return ((const float *)w)[i];
+    uint16_t h = ((const uint16_t *)w)[i];
+    return wtype == KERN_F16 ? kern_f16_to_f32(h) : kern_bf16_to_f32(h);
+}
+
+/* The stored value (o, kk) of a quantized matrix: int8, or the nibble less 8. */
+static inline int qvalue(const kern_mat *m, int o, int kk, int k) {
+    if (m->type == KERN_I8) return ((const int8_t *)m->w)[kern_pair_index(o, kk, k)];
+    if (m->type == KERN_I4) {
+        size_t i = kern_pair_index(o, kk, k), step = i / 32, v = i % 32;
+        uint8_t b = ((const uint8_t *)m->w)[step * 16 + v % 16];
+        return (v < 16 ? b & 0x0F : b >> 4) - 8;
+    }
+    size_t i = kern_packed_index(o, kk, k);
+    if (m->type == KERN_Q8) return ((const int8_t *)m->w)[i];
+    int j = o % KERN_PANEL;
+    uint8_t b = ((const uint8_t *)m->w)[(i - (size_t)j) / 2 + (size_t)(j & 7)];
+    return (j < 8 ? b & 0x0F : b >> 4) - 8;
+}
+
+/* The end (exclusive) of group g of a row of k values in groups of `group`: only the last is short. */
+static inline int group_end_at(int g, int group, int k) { return g * group + group < k ? g * group + group : k; }
+
+/* The keys query position p sees: lo .. p. */
+static inline int att_first_key(const kern_att_shape *a, int p) {
+    return a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
+}
+
+/* The activation quantizer's row loop (quantize.c), shared by every variant: amax_of finds a row's
+ * largest magnitude, values turns xr[0..len) into v with scale 1/inv and the zero point. */
+typedef void (*qx_values_fn)(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+typedef float (*qx_amax_fn)(const float *xr, int k);
+void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
+                          qx_values_fn values);
+/* The plain-C `values`: a variant's tail after its last whole vector. */
+void kern_values_ref(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+
+/* Seconds on the monotonic clock (the roofline probes). */
+double kern_seconds(void);
+
+/* One instruction set's kernels. matmul is indexed by the float and weight-only types (KERN_F32 ..
+ * KERN_Q4); matmul_i takes I8 and I4. Every entry equals its twin in reference.c bit for bit, except
+ * the portable float matmul and the probes, which are not twins of anything. */
+typedef void (*kern_matmul_fn)(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                               int o_end);
+typedef void (*kern_matmul_i_fn)(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k,
+                                 int o_begin, int o_end);
+typedef void (*kern_attention_fn)(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                                  int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end);
+typedef struct kern_variant {
+    const char *name;
+    kern_matmul_fn matmul[KERN_Q4 + 1];
+    kern_matmul_i_fn matmul_i;
+    void (*quantize_x)(kern_qx *qx, const float *x, int n, int k, const float *stat);
+    kern_attention_fn attention;
+    double (*fma_peak)(double seconds);
+    double (*read_bandwidth)(const float *buf, size_t n);
+} kern_variant;
+
+/* Portable C (reference.c, peak.c). */
+void kern_matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                          int o_end);
+double kern_fma_peak_portable(double seconds);
+double kern_read_bandwidth_portable(const float *buf, size_t n);
+
+#ifdef KERN_X86
+/* x86/avx2_float.c: float weights widened in registers, and weight-only Q8/Q4 (AVX2, FMA, F16C). */
+void kern_avx2_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx2_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx2_matmul_bf16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx2_matmul_q8(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx2_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+/* x86/avx2_int.c: integer dot products by vpmaddwd/vpmaddubsw, and the activation quantizer. */
+void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
+/* x86/vnni.c: integer-dot GEMM by vpdpbusd (AVX-VNNI); decode keeps the AVX2 GEMV. */
+void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+/* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
+void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                         const kern_att_shape *a, float *scores, int g_begin, int g_end);
+/* x86/avx2_peak.c: the machine's FMA peak and read bandwidth with 256-bit vectors. */
+double kern_avx2_fma_peak(double seconds);
+double kern_avx2_read_bandwidth(const float *buf, size_t n);
+#endif
+
+#endif

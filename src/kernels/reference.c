@@ -1,0 +1,113 @@
+/* kernels/reference: the plain-C twins every instruction-set variant is tested against (matmul,
+ * integer-dot matmul, attention), and the portable float matmul used where the CPU has no FMA. */
+#include "kern_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                     int o_end) {
+    (void)d;
+    int q = kern_is_quantized(w->type), group = q ? w->group : k, n_groups = q ? kern_q_groups(k, group) : 1;
+    for (int r = 0; r < n; r++)
+        for (int o = o_begin; o < o_end; o++) {
+            const float *xr = x + (size_t)r * k;
+            float acc = 0.0f;
+            if (!q)
+                for (int kk = 0; kk < k; kk++) acc = fmaf(xr[kk], kern_mat_at(w, o, kk, k), acc);
+            for (int g = 0; q && g < n_groups; g++) { /* each group's sum of x * value, then times its scale */
+                int b = g * group, e = group_end_at(g, group, k);
+                float sum = 0.0f;
+                if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 times the sum of x. A high
+                                           * nibble (rows 8..15 of a panel) as 16 times it, the sum times 1/16;
+                                           * a low one as its whole byte (its nibble + 16 times row o + 8's), the
+                                           * high nibble's sum taken off: the AVX2 kernels' order (q4_step) */
+                    float xs = 0.0f, sh = 0.0f;
+                    int high = o % KERN_PANEL >= 8;
+                    for (int kk = b; kk < e; kk++) {
+                        float h16 = 16.0f * (float)(qvalue(w, high ? o : o + 8, kk, k) + 8);
+                        sum = fmaf(xr[kk], high ? h16 : (float)(qvalue(w, o, kk, k) + 8) + h16, sum);
+                        if (!high) sh = fmaf(xr[kk], h16, sh);
+                        xs += xr[kk];
+                    }
+                    sum = fmaf(-8.0f, xs, high ? sum * 0.0625f : sum - sh);
+                } else {
+                    for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
+                }
+                acc = fmaf(sum, kern_scale_at(w, kern_packed_index(o, g, n_groups)), acc);
+            }
+            y[(size_t)r * ldy + o] = acc;
+        }
+}
+
+/* The int16 pair (x[r, 2i], x[r, 2i+1]) out of its word. */
+static inline int32_t pair_lo(int32_t w) { return (int16_t)(uint16_t)((uint32_t)w & 0xFFFF); }
+static inline int32_t pair_hi(int32_t w) { return (int16_t)(uint16_t)((uint32_t)w >> 16); }
+
+void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin,
+                       int o_end) {
+    (void)d;
+    int n_groups = kern_q_groups(k, w->group);
+    for (int r = 0; r < n; r++)
+        for (int o = o_begin; o < o_end; o++) {
+            const int32_t *xr = x->pairs + (size_t)r * (k / 2);
+            float acc = 0.0f;
+            for (int g = 0; g < n_groups; g++) {
+                int b = g * w->group, e = group_end_at(g, w->group, k);
+                int32_t dot = 0;
+                for (int kk = b; kk < e; kk += 2)
+                    dot += pair_lo(xr[kk / 2]) * qvalue(w, o, kk, k) + pair_hi(xr[kk / 2]) * qvalue(w, o, kk + 1, k);
+                size_t si = kern_packed_index(o, g, n_groups);
+                if (x->zero[r]) dot -= x->zero[r] * (int32_t)w->wsum[si];
+                acc = fmaf((float)dot, kern_scale_at(w, si), acc);
+            }
+            y[(size_t)r * ldy + o] = acc * x->scale[r];
+        }
+}
+
+/* Portable variant (no FMA hardware assumed): the same loop order as the AVX2 kernel for float
+ * weights, 16 outputs at a time, with separate multiply and add; it agrees with the twin to
+ * rounding, not bit for bit. Quantized weights take the twin itself. */
+void kern_matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k,
+                            int o_begin, int o_end) {
+    if (kern_is_quantized(w->type)) {
+        kern_matmul_ref(y, ldy, x, w, n, d, k, o_begin, o_end);
+        return;
+    }
+    for (int p0 = o_begin; p0 < o_end; p0 += KERN_PANEL) {
+        int cols = o_end - p0 < KERN_PANEL ? o_end - p0 : KERN_PANEL;
+        for (int r = 0; r < n; r++) {
+            float acc[KERN_PANEL] = {0};
+            const float *xr = x + (size_t)r * k;
+            for (int kk = 0; kk < k; kk++)
+                for (int j = 0; j < KERN_PANEL; j++) acc[j] += xr[kk] * kern_mat_at(w, p0 + j, kk, k);
+            for (int j = 0; j < cols; j++) y[(size_t)r * ldy + p0 + j] = acc[j];
+        }
+    }
+}
+
+void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                        int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end) {
+    int hd = a->head_dim, kv_dim = a->n_kv_heads * hd, group = a->n_heads / a->n_kv_heads;
+    for (int r = 0; r < n; r++) {
+        int p = start_pos + r, lo = att_first_key(a, p), len = p - lo + 1;
+        for (int h = g_begin * group; h < g_end * group; h++) {
+            const float *qh = q + ((size_t)r * a->n_heads + h) * hd;
+            int kvh = h / group;
+            for (int t = 0; t < len; t++) {
+                const float *kt = k_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
+                float s = 0.0f;
+                for (int i = 0; i < hd; i++) s += qh[i] * kt[i];
+                scores[t] = s / a->score_div;
+            }
+            kern_softmax(scores, len);
+            float *oh = out + ((size_t)r * a->n_heads + h) * hd;
+            memset(oh, 0, (size_t)hd * sizeof *oh);
+            for (int t = 0; t < len; t++) {
+                const float *vt = v_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
+                float w = scores[t];
+                for (int i = 0; i < hd; i++) oh[i] += w * vt[i];
+            }
+        }
+    }
+}

@@ -1,0 +1,61 @@
+/* kernels/x86/avx2.h: the pieces every AVX2 kernel file shares: weights widened to f32, a panel's
+ * 16 outputs loaded and stored (a partial panel through a buffer), and a group's 16 scales. Each file
+ * that includes it is compiled for its own instruction set (CMakeLists.txt). */
+#ifndef ETCH_KERN_X86_AVX2_H
+#define ETCH_KERN_X86_AVX2_H
+
+#include "../kern_impl.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define INLINE __attribute__((always_inline)) inline
+
+enum { sizeof_f32 = 4, sizeof_f16 = 2, sizeof_bf16 = 2 };
+
+/* Eight weights widened to f32 in registers. */
+static INLINE __m256 load8_f32(const void *w, size_t i) { return _mm256_loadu_ps((const float *)w + i); }
+static INLINE __m256 load8_f16(const void *w, size_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+}
+static INLINE __m256 load8_bf16(const void *w, size_t i) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static INLINE void store_cols(float *y, __m256 a, __m256 b, int cols) {
+    if (cols == KERN_PANEL) {
+        _mm256_storeu_ps(y, a);
+        _mm256_storeu_ps(y + 8, b);
+        return;
+    }
+    float t[KERN_PANEL];
+    _mm256_storeu_ps(t, a);
+    _mm256_storeu_ps(t + 8, b);
+    memcpy(y, t, (size_t)cols * sizeof *t);
+}
+
+static INLINE __m256 load_cols(const float *y, int cols) {
+    if (cols >= 8) return _mm256_loadu_ps(y);
+    float t[8] = {0};
+    memcpy(t, y, (size_t)cols * sizeof *t);
+    return _mm256_loadu_ps(t);
+}
+
+/* The 16 rows' scales of group g of a panel as f32 (f16 widened exactly): rows 0..7 in *s0, 8..15 in *s1. */
+static INLINE void scales16(const void *sc, int sc16, int n_groups, int panel, int g, __m256 *s0, __m256 *s1) {
+    size_t i = ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL;
+    if (sc16) {
+        const __m128i *p = (const __m128i *)((const uint16_t *)sc + i);
+        *s0 = _mm256_cvtph_ps(_mm_loadu_si128(p));
+        *s1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
+    } else {
+        *s0 = _mm256_loadu_ps((const float *)sc + i);
+        *s1 = _mm256_loadu_ps((const float *)sc + i + 8);
+    }
+}
+
+/* Rows of a long group's sums kept at a time (the Q8/Q4 and integer tiles). */
+#define Q_ROWS 48
+
+#endif

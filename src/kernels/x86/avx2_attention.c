@@ -1,0 +1,139 @@
+/* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
+ * four queries that share a KV head read each K and V row once. Equal to kern_attention_ref bit for
+ * bit (the same sums in the same order). */
+#include "avx2.h"
+
+static INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* A run of keys at consecutive cache rows: positions first .. first+count-1, scores at sc[off ..]. */
+typedef struct att_run {
+    int off, count;
+    size_t row; /* cache row of the first key */
+} att_run;
+
+/* R queries (1..4) that read the same KV head: each K and V row loaded once serves all of them,
+ * whether they are rows of the chunk or heads of a grouped-query group. Query i sees the keys at
+ * score indices lo[i] .. hi[i] of the block's span; its softmax covers exactly those, and the other
+ * keys get weight 0, which leaves its sums unchanged: a query's result does not depend on the block
+ * it shares. The span lies in one or two runs of cache rows (two when it wraps around a ring). */
+static INLINE void att_block(int R, const float *const *q, float *const *out, const int *lo, const int *hi,
+                                  const att_run *runs, int n_runs, const float *kbase, const float *vbase,
+                                  size_t stride, int hd, float div, float *sc, size_t sc_stride) {
+    /* Eight FMA chains whatever R is: KS keys at a time for Q.K, VL vectors per query for A.V. */
+    const int KS = R == 1 ? 8 : R == 2 ? 4 : 2, VL = KS;
+    int span = 0;
+    for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
+    for (int g = 0; g < n_runs; g++) {
+        const float *kr = kbase + runs[g].row * stride;
+        float *s0 = sc + runs[g].off;
+        int t = 0, count = runs[g].count;
+        for (; t + KS <= count; t += KS) {
+            __m256 a[8];
+            _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = _mm256_setzero_ps();
+            const float *k0 = kr + (size_t)t * stride;
+            for (int i = 0; i < hd; i += 8) {
+                __m256 kv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = _mm256_loadu_ps(k0 + (size_t)c * stride + i);
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    __m256 qv = _mm256_loadu_ps(q[r] + i);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = _mm256_fmadd_ps(qv, kv[c], a[r * KS + c]);
+                }
+            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) s0[r * sc_stride + t + c] = hsum(a[r * KS + c]) / div;
+        }
+        for (; t < count; t++) /* the keys left over, one at a time: the same sums */
+            for (int r = 0; r < R; r++) {
+                __m256 a = _mm256_setzero_ps();
+                for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + i), _mm256_loadu_ps(kr + (size_t)t * stride + i), a);
+                s0[r * sc_stride + t] = hsum(a) / div;
+            }
+    }
+    for (int r = 0; r < R; r++) {
+        float *sr = sc + r * sc_stride;
+        kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
+        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
+        for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
+    }
+    int i = 0;
+    for (; i + 8 * VL <= hd; i += 8 * VL) {
+        __m256 a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = _mm256_setzero_ps();
+        for (int g = 0; g < n_runs; g++)
+            for (int u = 0; u < runs[g].count; u++) {
+                const float *v = vbase + (runs[g].row + (size_t)u) * stride + i;
+                const float *su = sc + runs[g].off + u;
+                __m256 vv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = _mm256_loadu_ps(v + 8 * c);
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    __m256 w = _mm256_broadcast_ss(su + r * sc_stride);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = _mm256_fmadd_ps(w, vv[c], a[r * VL + c]);
+                }
+            }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) _mm256_storeu_ps(out[r] + i + 8 * c, a[r * VL + c]);
+    }
+    for (; i < hd; i += 8) /* lanes left over (small heads): the same sums, fewer chains */
+        for (int r = 0; r < R; r++) {
+            __m256 a = _mm256_setzero_ps();
+            for (int g = 0; g < n_runs; g++)
+                for (int u = 0; u < runs[g].count; u++)
+                    a = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + r * sc_stride + runs[g].off + u),
+                                        _mm256_loadu_ps(vbase + (runs[g].row + (size_t)u) * stride + i), a);
+            _mm256_storeu_ps(out[r] + i, a);
+        }
+}
+
+static void attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
+                                int start_pos, const kern_att_shape *as, float *scores, int g_begin, int g_end) {
+    int hd = as->head_dim, kv_dim = as->n_kv_heads * hd, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
+    size_t row = (size_t)as->n_heads * hd;
+    /* Score rows: a block's span is at most the context, or the window plus the three rows a block of
+     * four queries can cover beyond the first. */
+    size_t sc_stride = (size_t)(start_pos + n);
+    if (as->window > 0 && (size_t)as->window + 3 < sc_stride) sc_stride = (size_t)as->window + 3;
+    for (int g = g_begin; g < g_end; g++) {
+        const float *kbase = k_cache + (size_t)g * hd, *vbase = v_cache + (size_t)g * hd;
+        /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
+        int total = n * group;
+        for (int b = 0; b < total; b += 4) {
+            int R = total - b < 4 ? total - b : 4, lo[4], hi[4], first = 1 << 30, last = 0;
+            const float *qs[4];
+            float *os[4];
+            for (int i = 0; i < R; i++) {
+                int r = (b + i) / group, h = g * group + (b + i) % group, p = start_pos + r;
+                qs[i] = q + (size_t)r * row + (size_t)h * hd;
+                os[i] = out + (size_t)r * row + (size_t)h * hd;
+                lo[i] = att_first_key(as, p), hi[i] = p;
+                first = lo[i] < first ? lo[i] : first, last = p > last ? p : last;
+            }
+            for (int i = 0; i < R; i++) lo[i] -= first, hi[i] -= first;
+            /* Positions first..last as runs of consecutive cache rows (one, or two around the ring). */
+            att_run runs[2];
+            int n_runs = 1, slot = first % C, count = last - first + 1;
+            runs[0] = (att_run){0, count, (size_t)slot};
+            if (slot + count > C) {
+                runs[0].count = C - slot;
+                runs[1] = (att_run){C - slot, count - (C - slot), 0};
+                n_runs = 2;
+            }
+            switch (R) { /* the block size known to the compiler */
+            case 4: att_block(4, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            case 3: att_block(3, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            case 2: att_block(2, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            default: att_block(1, qs, os, lo, hi, runs, n_runs, kbase, vbase, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            }
+        }
+    }
+}
+
+void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                         const kern_att_shape *a, float *scores, int g_begin, int g_end) {
+    if (a->head_dim % 8) kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
+    else attention(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
+}

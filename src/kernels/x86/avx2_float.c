@@ -1,0 +1,300 @@
+/* kernels/x86/avx2_float.c: matmul with f32 activations, AVX2 + FMA + F16C: f32, f16 and bf16
+ * weights widened in registers, and weight-only Q8/Q4 widened step by step. Decode (one row) streams
+ * four panels at once (gemv4); prefill tiles rows x one panel. Equal to kern_matmul_ref bit for bit. */
+#include "avx2.h"
+
+/* One template, three weight types:
+ *   tile:  R rows (1..6) x one panel (16 outputs): 2R accumulators; per kk two weight loads,
+ *          R broadcasts, 2R FMAs. Prefill. x has row stride ldx; with acc the chains continue
+ *          from the values in y (a later block of kk: the same chain as one pass).
+ *   gemv4: one row x four panels (64 outputs): 8 accumulators, so eight independent FMA chains
+ *          hide the latency while the weights stream from memory. Decode. */
+#define DEFINE_MATMUL(T)                                                                               \
+    static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off, \
+                                     int R, int cols, int acc) {                                       \
+        __m256 a0[6], a1[6];                                                                           \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                          \
+            a0[r] = acc ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();                  \
+            a1[r] = acc && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps(); \
+        }                                                                                              \
+        for (int kk = 0; kk < k; kk++) {                                                               \
+            __m256 w0 = load8_##T(w, off + (size_t)kk * 16), w1 = load8_##T(w, off + (size_t)kk * 16 + 8); \
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                      \
+                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + kk);                             \
+                a0[r] = _mm256_fmadd_ps(xb, w0, a0[r]);                                                \
+                a1[r] = _mm256_fmadd_ps(xb, w1, a1[r]);                                                \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols); \
+    }                                                                                                  \
+    /* All n rows of x against one panel (or a block of it), six rows at a time. */                   \
+    static void tiles_##T(float *y, int ldy, const float *x, int ldx, int n, int k, const void *w, size_t off, \
+                               int cols, int acc) {                                                    \
+        int r = 0;                                                                                     \
+        for (; r + 6 <= n; r += 6) tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, 6, cols, acc); \
+        y += (size_t)r * ldy, x += (size_t)r * ldx;                                                    \
+        switch (n - r) { /* the tail, with the row count known to the compiler */                     \
+        case 5: tile_##T(y, ldy, x, ldx, k, w, off, 5, cols, acc); break;                              \
+        case 4: tile_##T(y, ldy, x, ldx, k, w, off, 4, cols, acc); break;                              \
+        case 3: tile_##T(y, ldy, x, ldx, k, w, off, 3, cols, acc); break;                              \
+        case 2: tile_##T(y, ldy, x, ldx, k, w, off, 2, cols, acc); break;                              \
+        case 1: tile_##T(y, ldy, x, ldx, k, w, off, 1, cols, acc); break;                              \
+        }                                                                                              \
+    }                                                                                                  \
+    static void gemv4_##T(float *y, const float *x, int k, const void *w, size_t off, size_t stride) { \
+        __m256 a[8];                                                                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();                \
+        for (int kk = 0; kk < k; kk++) {                                                               \
+            __m256 xb = _mm256_broadcast_ss(x + kk);                                                   \
+            size_t o = off + (size_t)kk * 16;                                                          \
+            if (!(kk & 1)) /* one cache line per stream every two steps, 1 KiB ahead */               \
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)                                    \
+                    _mm_prefetch((const char *)w + (o + p * stride) * sizeof_##T + 1024, _MM_HINT_T0); \
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                      \
+                a[2 * p] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride), a[2 * p]);                \
+                a[2 * p + 1] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride + 8), a[2 * p + 1]);    \
+            }                                                                                          \
+        }                                                                                              \
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) store_cols(y + 16 * p, a[2 * p], a[2 * p + 1], KERN_PANEL); \
+    }                                                                                                  \
+    void kern_avx2_matmul_##T(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, \
+                                int oe) {                                                              \
+        (void)d;                                                                                       \
+        const void *w = m->w;                                                                          \
+        size_t stride = (size_t)k * KERN_PANEL; /* one panel */                                        \
+        int p0 = ob;                                                                                   \
+        if (n == 1)                                                                                    \
+            for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL)                                    \
+                gemv4_##T(y + p0, x, k, w, (size_t)(p0 / KERN_PANEL) * stride, stride);                \
+        for (; p0 < oe; p0 += KERN_PANEL) {                                                            \
+            int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL;                                    \
+            tiles_##T(y + p0, ldy, x, k, n, k, w, (size_t)(p0 / KERN_PANEL) * stride, cols, 0);        \
+        }                                                                                              \
+    }
+
+
+DEFINE_MATMUL(f32)
+DEFINE_MATMUL(f16)
+DEFINE_MATMUL(bf16)
+
+/* Quantized matrices: a step (one kk of one panel) widens 16 stored values to f32, exactly. The
+ * values of a group are summed unscaled in one FMA chain, and the group's sum then joins the
+ * output with one more FMA by its rows' scales (kern_matmul_ref spells the order out). Q4 sums x
+ * times the stored nibble (value + 8, two instructions fewer per step) and takes 8 times the
+ * group's sum of x off once per group. */
+static INLINE void q8_step(const int8_t *q, __m256 *w0, __m256 *w1) {
+    __m128i v = _mm_loadu_si128((const __m128i *)q);
+    *w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+    *w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
+}
+/* A Q4 step's byte j holds row j in its low nibble and row j + 8 in its high nibble. Rows 8..15 come
+ * out as 16 times their nibble (a mask, not a shift: the shift competes with the conversions and
+ * FMAs for the same two ports), rows 0..7 as the whole byte, low nibble + 16 times the high one (no
+ * mask at all: one instruction fewer per step, 1.1-1.2x faster decode), and at the group's end
+ * q4_fix_pair takes the high sums off the low ones and scales the high ones back by 1/16, as the
+ * twin does. */
+static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
+    *w0 = _mm256_cvtepi32_ps(v);
+    *w1 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF0)));
+}
+
+/* Q4's correction of a group's sums: sum - 8 * (x[b] + ... + x[e-1]), the sum of x in order. */
+static inline float q4_xsum(const float *x, int b, int e) {
+    float xs = 0.0f;
+    for (int kk = b; kk < e; kk++) xs += x[kk];
+    return xs;
+}
+static INLINE __m256 q4_fix(__m256 sum, float xs) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), _mm256_set1_ps(xs), sum);
+}
+/* A group's sums of x times the whole bytes (rows 0..7, *lo) and times 16 high nibbles (rows 8..15,
+ * *hi) into each row's sum of x times its value: low = bytes - high, high / 16, each less 8 xs. */
+static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs) {
+    *lo = q4_fix(_mm256_sub_ps(*lo, *hi), xs);
+    *hi = q4_fix(_mm256_mul_ps(*hi, _mm256_set1_ps(0.0625f)), xs);
+}
+
+/* A quantized matrix's layout around its panels. */
+typedef struct qmat {
+    const uint8_t *q;
+    const void *sc;
+    int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+    size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
+} qmat;
+
+static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0, __m256 *w1) {
+    const uint8_t *q = m->q + ((size_t)panel * m->k + kk) * m->step_bytes;
+    if (type == KERN_Q8) q8_step((const int8_t *)q, w0, w1);
+    else q4_step(q, w0, w1);
+}
+
+/* One row x four panels, widening in registers (decode). xsum: Q4's sums of x per group, or NULL
+ * to compute them here. */
+static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
+    __m256 a[8]; /* the group's sums; the element's sums live in y (in registers too, GCC spilled) */
+    size_t pstride = (size_t)m->k * m->step_bytes;
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            __m256 xb = _mm256_broadcast_ss(x + kk);
+            if (!(kk & 3))
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes + 768,
+                                 _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                __m256 w0, w1;
+                q_step(type, m, panel + p, kk, &w0, &w1);
+                a[2 * p] = _mm256_fmadd_ps(xb, w0, a[2 * p]);
+                a[2 * p + 1] = _mm256_fmadd_ps(xb, w1, a[2 * p + 1]);
+            }
+        }
+        if (type == KERN_Q4) {
+            float xs = xsum ? xsum[g] : q4_xsum(x, b, e);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q4_fix_pair(&a[2 * p], &a[2 * p + 1], xs);
+        }
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            __m256 s0, s1;
+            scales16(m->sc, m->sc16, m->n_groups, panel + p, g, &s0, &s1);
+            float *yp = y + 16 * p;
+            __m256 y0 = g ? _mm256_loadu_ps(yp) : _mm256_setzero_ps(), y1 = g ? _mm256_loadu_ps(yp + 8) : _mm256_setzero_ps();
+            _mm256_storeu_ps(yp, _mm256_fmadd_ps(a[2 * p], s0, y0));
+            _mm256_storeu_ps(yp + 8, _mm256_fmadd_ps(a[2 * p + 1], s1, y1));
+        }
+    }
+}
+
+/* Steps of a panel widened at a time for several rows (16 KiB of f32 on the stack); the rows whose
+ * group sums are kept at a time are Q_ROWS (avx2.h, 3 KiB). */
+#define Q_BLOCK 256
+
+/* R rows (1..3) x one panel over whole groups g0 .. g1-1 widened in blk (from step kb): each group's
+ * sums in registers, joined to the element in registers: 4R accumulators. Groups up to Q_BLOCK. */
+static INLINE void tile_groups(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
+                                    const qmat *m, int panel, int g0, int g1, int R, int cols, const float *xsum) {
+    __m256 a0[3], a1[3], p0[3], p1[3];
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) p0[r] = p1[r] = _mm256_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            const float *w = blk + (size_t)(kk - kb) * KERN_PANEL;
+            __m256 w0 = _mm256_load_ps(w), w1 = _mm256_load_ps(w + 8);
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                __m256 xb = _mm256_broadcast_ss(x + (size_t)r * ldx + kk);
+                p0[r] = _mm256_fmadd_ps(xb, w0, p0[r]);
+                p1[r] = _mm256_fmadd_ps(xb, w1, p1[r]);
+            }
+        }
+        if (type == KERN_Q4) /* xsum: [R][n_groups], the rows' sums of x per group */
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+                float xs = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
+                q4_fix_pair(&p0[r], &p1[r], xs);
+            }
+        __m256 s0, s1;
+        scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            a0[r] = _mm256_fmadd_ps(p0[r], s0, a0[r]);
+            a1[r] = _mm256_fmadd_ps(p1[r], s1, a1[r]);
+        }
+    }
+    _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+}
+
+static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int len, float *blk) {
+    for (int kk = 0; kk < len; kk++) {
+        __m256 w0, w1;
+        q_step(type, m, panel, kb + kk, &w0, &w1);
+        _mm256_store_ps(blk + kk * KERN_PANEL, w0);
+        _mm256_store_ps(blk + kk * KERN_PANEL + 8, w1);
+    }
+}
+
+/* Q4's per-row, per-group sums of x for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
+#define Q_XSUM 8192
+
+static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const kern_mat *km, int n, int k,
+                                 int ob, int oe) {
+    int n_groups = kern_q_groups(k, km->group);
+    qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8};
+    int p_begin = ob;
+    float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
+    float xsum[Q_XSUM];
+    if (n == 1) { /* Q4's sums of x once for every panel (a scalar chain per group), not once per four */
+        int pre = type == KERN_Q4 && n_groups <= Q_XSUM;
+        for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
+        for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
+            q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
+    }
+    /* rows in chunks whose Q4 sums of x fit xsum, computed once for every panel */
+    int chunk = n_groups <= Q_XSUM ? Q_XSUM / n_groups : 1;
+    for (int c0 = 0; c0 < n && p_begin < oe; c0 += chunk) {
+        int cn = n - c0 < chunk ? n - c0 : chunk;
+        const float *xc = x + (size_t)c0 * k;
+        float *yc = y + (size_t)c0 * ldy;
+        if (type == KERN_Q4 && n_groups <= Q_XSUM)
+            for (int r = 0; r < cn; r++)
+                for (int g = 0; g < n_groups; g++)
+                    xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, group_end_at(g, m.group, k));
+        for (int p0 = p_begin; p0 < oe; p0 += KERN_PANEL) {
+            int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
+            if (m.group <= Q_BLOCK) { /* small groups: blocks of whole groups, sums kept in registers */
+                int per = Q_BLOCK / m.group;
+                for (int g0 = 0; g0 < n_groups; g0 += per) {
+                    int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
+                    int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
+                    widen_steps(type, &m, panel, kb, len, blk);
+                    int r = 0;
+#define Q_TILE(R) tile_groups(type, yc + (size_t)r * ldy + p0, ldy, xc + (size_t)r * k, k, blk, kb, &m, panel, g0, g1, R, cols, \
+                              n_groups <= Q_XSUM ? xsum + (size_t)r * n_groups : NULL)
+                    for (; r + 3 <= cn; r += 3) Q_TILE(3);
+                    if (cn - r == 2) Q_TILE(2);
+                    else if (cn - r == 1) Q_TILE(1);
+#undef Q_TILE
+                }
+                continue;
+            }
+            /* long groups (one per row for 8w): a group's sums through the six-row tiles, block by block */
+            for (int r0 = 0; r0 < cn; r0 += Q_ROWS) {
+                int rows = cn - r0 < Q_ROWS ? cn - r0 : Q_ROWS;
+                float *yr = yc + (size_t)r0 * ldy + p0;
+                for (int g = 0; g < n_groups; g++) {
+                    int b = g * m.group, e = group_end_at(g, m.group, k);
+                    for (int kb = b; kb < e; kb += Q_BLOCK) {
+                        int len = e - kb < Q_BLOCK ? e - kb : Q_BLOCK;
+                        widen_steps(type, &m, panel, kb, len, blk);
+                        tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
+                    }
+                    __m256 s0, s1;
+                    scales16(m.sc, m.sc16, n_groups, panel, g, &s0, &s1);
+                    for (int r = 0; r < rows; r++) {
+                        float *yo = yr + (size_t)r * ldy;
+                        __m256 y0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
+                        __m256 y1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
+                        __m256 q0 = _mm256_load_ps(part + r * KERN_PANEL), q1 = _mm256_load_ps(part + r * KERN_PANEL + 8);
+                        if (type == KERN_Q4) {
+                            float xs = n_groups <= Q_XSUM ? xsum[(size_t)(r0 + r) * n_groups + g] : q4_xsum(xc + (size_t)(r0 + r) * k, b, e);
+                            q4_fix_pair(&q0, &q1, xs);
+                        }
+                        y0 = _mm256_fmadd_ps(q0, s0, y0);
+                        y1 = _mm256_fmadd_ps(q1, s1, y1);
+                        store_cols(yo, y0, y1, cols);
+                    }
+                }
+            }
+        }
+    }
+}
+void kern_avx2_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_q(KERN_Q8, y, ldy, x, m, n, k, ob, oe);
+}
+void kern_avx2_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    matmul_q(KERN_Q4, y, ldy, x, m, n, k, ob, oe);
+}
+

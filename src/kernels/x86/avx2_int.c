@@ -1,0 +1,275 @@
+/* kernels/x86/avx2_int.c: integer dot products with int8 activations (I8, I4), AVX2: a pair step
+ * of 16 rows widened to int16 and multiplied by vpmaddwd (I8), or I4's nibbles as bytes by
+ * vpmaddubsw; decode streams four panels (i_gemv4, i4_gemv4), prefill tiles rows x one panel over
+ * blocks of pair steps. Also the AVX2 activation quantizer. Equal to the twins bit for bit. */
+#include "avx2_int.h"
+
+#include <math.h>
+
+/* ---- integer dot products (I8, I4): per pair step, 16 rows' pairs widened to two vectors of
+ * int16; vpmaddwd with the input's pair gives each row's two products summed in int32. */
+
+/* The 32 values of pair step `step` of a panel as int16: rows 0..7 in *lo, rows 8..15 in *hi. */
+static INLINE void i_step(int type, const uint8_t *w, size_t step, __m256i *lo, __m256i *hi) {
+    if (type == KERN_I8) {
+        const __m128i *p = (const __m128i *)(w + step * 32);
+        *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(p));
+        *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(p + 1));
+    } else {
+        __m128i v = _mm_loadu_si128((const __m128i *)(w + step * 16)), m = _mm_set1_epi8(0x0F);
+        __m256i eight = _mm256_set1_epi16(8);
+        *lo = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(v, m)), eight);
+        *hi = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), m)), eight);
+    }
+}
+
+
+
+/* One row x four panels (decode): 8 int32 accumulators per group, the float terms in memory. */
+static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs, int32_t zero, const imat *m, int panel) {
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    size_t steps = (size_t)m->half, bytes = type == KERN_I8 ? 32 : 16;
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
+        __m256i d[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
+        for (int st = b; st < e; st++) {
+            __m256i xv = _mm256_set1_epi32(xp[st]);
+            if (!(st & 1))
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes + 1024, _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                __m256i lo, hi;
+                i_step(type, m->w, (size_t)(panel + p) * steps + (size_t)st, &lo, &hi);
+                d[2 * p] = _mm256_add_epi32(d[2 * p], _mm256_madd_epi16(lo, xv));
+                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_madd_epi16(hi, xv));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) i_join(m, panel + p, g, zero, d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
+    }
+    __m256 s = _mm256_set1_ps(xs);
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+        store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
+}
+
+
+static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel) {
+    __m256 acc[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+    size_t steps = (size_t)m->half;
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
+        __m256i d[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
+        for (int st = b; st < e; st += 8) {
+            int end = st + 8 < e ? st + 8 : e;
+            __m256i a[4];
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm256_setzero_si256();
+            for (int s2 = st; s2 < end; s2++) {
+                __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
+                if (!(s2 & 3))
+                    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                        _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16 + 1024, _MM_HINT_T0);
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    a[p] = _mm256_add_epi16(a[p], _mm256_maddubs_epi16(i4_bytes(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16), xv));
+            }
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                d[2 * p] = _mm256_add_epi32(d[2 * p], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[p])));
+                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[p], 1)));
+            }
+        }
+        __m256i off = _mm256_set1_epi32(8 * (x->psum[e] - x->psum[b]));
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+            i_join(m, panel + p, g, x->zero[0], _mm256_sub_epi32(d[2 * p], off), _mm256_sub_epi32(d[2 * p + 1], off),
+                   &acc[2 * p], &acc[2 * p + 1]);
+    }
+    __m256 s = _mm256_set1_ps(x->scale[0]);
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+        store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
+}
+
+
+/* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of pair steps
+ * b .. e-1 held in blk from step sb: I8 as int16 pairs (i_step) by vpmaddwd; I4 as bytes (i4_bytes)
+ * by vpmaddubsw, eight steps in int16 and then widened (the offset of 8 is the caller's). */
+static INLINE void i_dots(int type, const int16_t *blk, int sb, const kern_qx *x, int r0, const imat *m, int b,
+                               int e, int R, __m256i *d0, __m256i *d1) {
+    if (type == KERN_I8) {
+        const int32_t *xp = x->pairs + (size_t)r0 * m->half;
+        for (int st = b; st < e; st++) {
+            const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
+            __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
+                d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
+                d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
+            }
+        }
+        return;
+    }
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    const uint8_t *bytes = (const uint8_t *)blk;
+    for (int st = b; st < e; st += 8) {
+        int end = st + 8 < e ? st + 8 : e;
+        __m256i h[6];
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) h[r] = _mm256_setzero_si256();
+        for (int s2 = st; s2 < end; s2++) {
+            __m256i w = _mm256_load_si256((const __m256i *)(bytes + (size_t)(s2 - sb) * 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+                h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
+        }
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            d0[r] = _mm256_add_epi32(d0[r], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(h[r])));
+            d1[r] = _mm256_add_epi32(d1[r], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h[r], 1)));
+        }
+    }
+}
+
+
+/* R rows (1..5) x one panel over the pair steps sb .. se-1 of one long group g (blk as i_dots reads
+ * it); carry holds the rows' int32 sums between blocks (carry_load, carry_store); the group's end
+ * as group_end. */
+static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+                               int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
+    int ge = group_end_at(g, m->group, m->k) / 2;
+    __m256i d0[6], d1[6];
+    carry_load(carry, cont, R, d0, d1);
+    i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
+    if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
+    else group_end(type == KERN_I4 ? 8 : 0, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
+}
+
+/* As i_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the block): the
+ * rows' float sums stay in registers from group to group instead of going through y after every
+ * group, which had cost about as much as a group's products. R rows: up to 3 for I8 (12 accumulators,
+ * two weight vectors, one input), up to 2 for I4 (its int16 sums of eight steps take one more
+ * register per row). The same float operations in the same order as i_tile. */
+static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+                                      const imat *m, int panel, int g0, int g1, int R, int cols) {
+    __m256 a0[3], a1[3];
+    sums_load(y, ldy, g0, R, cols, a0, a1);
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
+        __m256i d0[3], d1[3];
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+        i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
+        i_offset(type == KERN_I4 ? 8 : 0, x, r0, m, b, e, R, d0, d1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    }
+    sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
+}
+
+static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
+                                 int k, int ob, int oe) {
+    int n_groups = kern_q_groups(k, km->group);
+    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16};
+    size_t bytes = type == KERN_I8 ? 32 : 16;
+    int p0 = ob;
+    if (n == 1)
+        for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL) {
+            if (type == KERN_I4) i4_gemv4(y + p0, x, &m, p0 / KERN_PANEL);
+            else i_gemv4(type, y + p0, x->pairs, x->scale[0], x->zero[0], &m, p0 / KERN_PANEL);
+        }
+    int16_t blk[I_BLOCK * 32] __attribute__((aligned(32)));
+    int32_t carry[Q_ROWS * 16];
+    int per = m.group / 2 <= I_BLOCK ? I_BLOCK / (m.group / 2) : 0; /* whole groups per block, or 0: long groups */
+    for (; p0 < oe; p0 += KERN_PANEL) {
+        int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
+        const uint8_t *wp = m.w + (size_t)panel * m.half * bytes;
+        for (int r0 = 0; r0 < n; r0 += per ? n : Q_ROWS) { /* long groups: rows in blocks, sums carried */
+            int rows = per ? n : (n - r0 < Q_ROWS ? n - r0 : Q_ROWS);
+            for (int g0 = 0; g0 < n_groups; g0 += per ? per : 1) {
+                int g1 = per ? (g0 + per < n_groups ? g0 + per : n_groups) : g0 + 1;
+                int gs = g0 * m.group / 2, ge = (g1 * m.group < k ? g1 * m.group : k) / 2;
+                for (int sb = gs; sb < ge; sb += I_BLOCK) {
+                    int se = ge - sb < I_BLOCK ? ge : sb + I_BLOCK;
+                    if (block) {
+                        block(type, y + p0, ldy, x, wp, (uint8_t *)blk, sb, se, &m, panel, g0, g1, r0, rows, cols, carry, sb > gs);
+                        continue;
+                    }
+                    for (int st = sb; st < se; st++) {
+                        if (type == KERN_I4) { /* bytes for vpmaddubsw */
+                            _mm256_store_si256((__m256i *)((uint8_t *)blk + (size_t)(st - sb) * 32), i4_bytes(wp + (size_t)st * 16));
+                            continue;
+                        }
+                        __m256i lo, hi;
+                        i_step(type, wp, (size_t)st, &lo, &hi);
+                        _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32), lo);
+                        _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32 + 16), hi);
+                    }
+                    int r = r0, end = r0 + rows, cont = sb > gs;
+                    if (per) { /* whole groups: float sums in registers */
+#define I_GROUPS(R) i_tile_groups(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, &m, panel, g0, g1, R, cols)
+                        if (type == KERN_I8) {
+                            for (; r + 3 <= end; r += 3) I_GROUPS(3);
+                            if (end - r == 2) I_GROUPS(2);
+                            else if (end - r == 1) I_GROUPS(1);
+                        } else {
+                            for (; r + 2 <= end; r += 2) I_GROUPS(2);
+                            if (end - r == 1) I_GROUPS(1);
+                        }
+#undef I_GROUPS
+                        continue;
+                    }
+#define I_TILE(R) \
+    i_tile(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
+                    for (; r + 5 <= end; r += 5) I_TILE(5);
+                    switch (end - r) { /* the tail, with the row count known to the compiler */
+                    case 4: I_TILE(4); break;
+                    case 3: I_TILE(3); break;
+                    case 2: I_TILE(2); break;
+                    case 1: I_TILE(1); break;
+                    }
+#undef I_TILE
+                }
+            }
+        }
+    }
+}
+
+void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
+                          int k, int ob, int oe) {
+    if (w->type == KERN_I8) matmul_i(KERN_I8, block, y, ldy, x, w, n, k, ob, oe);
+    else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe);
+}
+
+void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe);
+}
+
+/* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from
+ * zero as truncation plus a step, NaN to the lowest value, max ignoring NaN). */
+static float amax_avx2(const float *xr, int k) {
+    __m256 m = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    int i = 0;
+    for (; i + 8 <= k; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m); /* NaN: keeps m */
+    float t[8], amax = 0.0f;
+    _mm256_storeu_ps(t, m);
+    for (int j = 0; j < 8; j++) amax = t[j] > amax ? t[j] : amax;
+    for (; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
+    return amax;
+}
+
+static void values_avx2(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+    __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
+    __m256 hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    int i = 0;
+    for (; i + 8 <= len; i += 8) {
+        __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vi);
+        __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
+        __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
+                                    _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
+        f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
+        f = _mm256_min_ps(_mm256_max_ps(f, vlo), hi); /* max(NaN, lo) is lo */
+        _mm256_storeu_si256((__m256i *)(v + i), _mm256_cvttps_epi32(f));
+    }
+    kern_values_ref(v + i, xr + i, len - i, inv, zero, lo);
+}
+
+
+void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
+    kern_quantize_x_rows(qx, x, n, k, stat, amax_avx2, values_avx2);
+}

@@ -1,0 +1,113 @@
+/* kernels/x86/avx2_int.h: the integer-dot GEMM's shared pieces (AVX2 tiles in avx2_int.c, vpdpbusd
+ * tiles in vnni.c): the matrix's layout, a group's int32 sums joined to the float sums, the offsets
+ * of unsigned weights, and a long group's sums carried from block to block. */
+#ifndef ETCH_KERN_X86_AVX2_INT_H
+#define ETCH_KERN_X86_AVX2_INT_H
+
+#include "avx2.h"
+
+typedef struct imat {
+    const uint8_t *w;
+    const void *sc;
+    const float *wsum;
+    int k, half, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+} imat;
+
+/* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
+static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i d0, __m256i d1, __m256 *a0,
+                               __m256 *a1) {
+    size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+    if (zero) {
+        __m256i z = _mm256_set1_epi32(zero);
+        d0 = _mm256_sub_epi32(d0, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si))));
+        d1 = _mm256_sub_epi32(d1, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si + 8))));
+    }
+    __m256 s0, s1;
+    scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
+    *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), s0, *a0);
+    *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, *a1);
+}
+
+/* ---- I4 by vpmaddubsw: a pair step's 32 stored nibbles (value + 8, 0..15) as unsigned bytes times
+ * the input's pair as signed bytes, each row's pair summed in int16 (at most 2 * 15 * 128 = 3,840),
+ * eight steps added in int16 (30,720 < 32,767) before they widen to int32; the offset of 8 comes off
+ * per group as 8 times the input's sum over the group (the prefix sums of kern_qx). */
+
+/* The 32 nibbles of I4 pair step at w as bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
+static INLINE __m256i i4_bytes(const uint8_t *w) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)w));
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
+}
+
+/* The float sums of R rows of a panel's tile: from y, or zero before the first group (g0 = 0). */
+static INLINE void sums_load(const float *y, int ldy, int g0, int R, int cols, __m256 *a0, __m256 *a1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? load_cols(y + (size_t)r * ldy, cols) : _mm256_setzero_ps();
+        a1[r] = g0 && cols > 8 ? load_cols(y + (size_t)r * ldy + 8, cols - 8) : _mm256_setzero_ps();
+    }
+}
+/* ... and back to y, times the rows' input scales after the last group. */
+static INLINE void sums_store(float *y, int ldy, const kern_qx *x, int r0, int last, int R, int cols, __m256 *a0,
+                                   __m256 *a1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        if (last) {
+            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
+            a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
+        }
+        store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
+    }
+}
+
+/* The weights' offset off R rows' sums of group pairs b .. e-1: unit times the input's sum over them
+ * (its prefix sums). unit: 8 for I4's stored nibbles, 128 for I8 made unsigned (vpdpbusd), 0: none. */
+static INLINE void i_offset(int unit, const kern_qx *x, int r0, const imat *m, int b, int e, int R, __m256i *d0,
+                                 __m256i *d1) {
+    if (!unit) return;
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
+        __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));
+        d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
+    }
+}
+
+/* A long group's int32 sums of R rows between blocks: carry [R][16], read when cont (else zero)... */
+static INLINE void carry_load(const int32_t *carry, int cont, int R, __m256i *d0, __m256i *d1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        d0[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16)) : _mm256_setzero_si256();
+        d1[r] = cont ? _mm256_loadu_si256((const __m256i *)(carry + r * 16 + 8)) : _mm256_setzero_si256();
+    }
+}
+/* ... and written when the group goes on in the next block. */
+static INLINE void carry_store(int32_t *carry, int R, const __m256i *d0, const __m256i *d1) {
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        _mm256_storeu_si256((__m256i *)(carry + r * 16), d0[r]);
+        _mm256_storeu_si256((__m256i *)(carry + r * 16 + 8), d1[r]);
+    }
+}
+
+/* The end of group g for R rows: the offset off (unit, as i_offset), the group's terms joined to the
+ * float sums kept in y (read back unless it is the first group), the rows' scales after the last. */
+static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int r0, const imat *m, int panel, int g,
+                                  int R, int cols, __m256i *d0, __m256i *d1) {
+    int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
+    i_offset(unit, x, r0, m, gb, ge, R, d0, d1);
+    __m256 a0[6], a1[6];
+    sums_load(y, ldy, g, R, cols, a0, a1);
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    sums_store(y, ldy, x, r0, g == m->n_groups - 1, R, cols, a0, a1);
+}
+
+/* Pair steps of a panel widened to int16 at a time for several rows: 16 KiB on the stack; rows of
+ * a long group's int32 sums carried between blocks: 3 KiB. */
+#define I_BLOCK 256
+
+/* One block of the integer GEMM, for a variant that tiles it its own way (vnni.c's v_block): pair
+ * steps sb .. se-1 of groups g0 .. g1-1 of panel wp, rows r0 .. r0+rows-1; blk is 16 KiB of scratch. */
+typedef void (*kern_int_block_fn)(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk,
+                                  int sb, int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
+                                  int32_t *carry, int cont);
+/* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 tiles. */
+void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
+                          int k, int ob, int oe);
+
+#endif

@@ -1,0 +1,122 @@
+/* kernels/x86/vnni.c: the integer-dot GEMM's blocks by vpdpbusd (AVX-VNNI, VEX-encoded on 256-bit
+ * registers); the loop over blocks and the decode GEMV are avx2_int.c's. */
+#include "avx2_int.h"
+
+/* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
+ * four int8 inputs summed into int32 by one instruction, no int16 stage. A block's pair steps are
+ * regrouped two by two into quad steps of 64 bytes (rows 0..7's quads, then rows 8..15's), each
+ * weight as an unsigned byte: I8's value + 128, I4's stored nibble (value + 8). The offset comes off
+ * per group as 128 (I8) or 8 (I4) times the input's sum over the group, so the int32 sums are the
+ * twin's exactly (int32 wraps, but the final sum fits). A group with an odd number of pairs ends
+ * with a half quad, its other half zero. */
+
+/* Pair step st of panel wp as unsigned bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
+static INLINE __m256i v_pair(int type, const uint8_t *wp, int st) {
+    if (type == KERN_I4) return i4_bytes(wp + (size_t)st * 16);
+    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + (size_t)st * 32)), _mm256_set1_epi8((char)0x80));
+}
+
+/* Pair steps b .. e-1 of panel wp as quad steps at dst (64 bytes each). */
+static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *dst) {
+    for (int st = b; st < e; st += 2, dst += 64) {
+        __m256i a = v_pair(type, wp, st), c = st + 1 < e ? v_pair(type, wp, st + 1) : _mm256_setzero_si256();
+        __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c); /* rows 0-3|8-11, 4-7|12-15 */
+        _mm256_store_si256((__m256i *)dst, _mm256_permute2x128_si256(lo, hi, 0x20));
+        _mm256_store_si256((__m256i *)(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+}
+
+/* R rows' int32 sums (d0: rows 0..7 of the panel, d1: 8..15) over pair steps b .. e-1 of one group,
+ * whose quads start at wq; xb is row 0's input bytes, half the pairs per row. */
+static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, int b, int e, int R, __m256i *d0,
+                               __m256i *d1) {
+    int st = b;
+    for (; st + 2 <= e; st += 2, wq += 64) {
+        __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, xb + (size_t)r * half + (size_t)st, sizeof quad);
+            __m256i xv = _mm256_set1_epi32(quad);
+            d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+            d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+        }
+    }
+    if (st < e) { /* a half quad: the pair in the low half, zero weights in the high */
+        __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            __m256i xv = _mm256_set1_epi32(xb[(size_t)r * half + (size_t)st]);
+            d0[r] = _mm256_dpbusd_avx_epi32(d0[r], w0, xv);
+            d1[r] = _mm256_dpbusd_avx_epi32(d1[r], w1, xv);
+        }
+    }
+}
+
+/* As i_tile, over the quad steps in blk (v_quads) of one long group g. */
+static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
+                               const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
+    int ge = group_end_at(g, m->group, m->k) / 2;
+    __m256i d0[6], d1[6];
+    carry_load(carry, cont, R, d0, d1);
+    v_dots(blk, x->bytes + (size_t)r0 * m->half, (size_t)m->half, sb, se, R, d0, d1);
+    if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
+    else group_end(type == KERN_I8 ? 128 : 8, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
+}
+
+/* As v_tile for blocks of whole groups (g0 .. g1-1, none cut by the block), R rows (1..3): the rows'
+ * float sums stay in registers from group to group (4R accumulators with the int32 ones: 15 registers
+ * at three rows) instead of going through y after every group, which cost as much as a group of 32
+ * values' vpdpbusd. The float operations and their order are v_tile's. */
+static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk,
+                                      int slot, const imat *m, int panel, int g0, int g1, int R, int cols) {
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    __m256 a0[3], a1[3];
+    sums_load(y, ldy, g0, R, cols, a0, a1);
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
+        __m256i d0[3], d1[3];
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+        v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
+        i_offset(type == KERN_I8 ? 128 : 8, x, r0, m, b, e, R, d0, d1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    }
+    sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
+}
+
+/* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
+ * quads in blk (at most I_BLOCK / 2 quads of 64 bytes, plus one half quad per odd group: it fits the
+ * int16 block's 16 KiB), then rows r0 .. r0+rows-1: three at a time over whole groups, six over a
+ * long group. y points at the panel's column. */
+static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk, int sb,
+                         int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
+                         int32_t *carry, int cont) {
+    int slot = (m->group / 2 + 1) / 2; /* quads per whole group */
+    for (int g = g0; g < g1; g++) {
+        int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
+        v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64);
+    }
+    int r = r0, end = r0 + rows;
+    if (m->group / 2 <= I_BLOCK) { /* whole groups: float sums in registers, three rows at a time */
+#define V_GROUPS(R) v_tile_groups(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols)
+        for (; r + 3 <= end; r += 3) V_GROUPS(3);
+        if (end - r == 2) V_GROUPS(2);
+        else if (end - r == 1) V_GROUPS(1);
+#undef V_GROUPS
+        return;
+    }
+#define V_TILE(R) v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
+    for (; r + 6 <= end; r += 6) V_TILE(6);
+    switch (end - r) { /* the tail, with the row count known to the compiler */
+    case 5: V_TILE(5); break;
+    case 4: V_TILE(4); break;
+    case 3: V_TILE(3); break;
+    case 2: V_TILE(2); break;
+    case 1: V_TILE(1); break;
+    }
+#undef V_TILE
+}
+
+
+void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe); /* decode keeps the AVX2 GEMV */
+}
