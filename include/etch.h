@@ -340,6 +340,14 @@ const char *etch_session_error(const etch_session *s);
 etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos,
                          float *logits, int all_logits);
 
+/* Prefills tokens[n] at positions start_pos .. start_pos+n-1 under the runtime's policy: forward
+ * calls of min(bound, tokens left) tokens, bound 0 meaning the program's max_seq_len and 1 one token
+ * per call (any program). logits: [vocab_size] for the last position, or [n, vocab_size] when
+ * all_logits, or NULL. The same checks and errors as etch_forward, for the whole span before any
+ * work. Generation, calibration, `etch eval` and `etch bench` all prefill through it. */
+etch_status etch_prefill(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos, int32_t bound,
+                         float *logits, int all_logits);
+
 /* ---------------------------------------------------------------- generation */
 
 typedef enum etch_prefill_mode {

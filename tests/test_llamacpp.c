@@ -54,12 +54,7 @@ static cJSON *read_json(const char *path) {
 static int greedy(etch_session *s, const int32_t *ids, int32_t n_ids, int n, int32_t *out, float *first,
                   const etch_method_meta *m) {
     float *logits = malloc((size_t)m->vocab_size * sizeof *logits);
-    int pos = 0, ok = 1;
-    while (pos < n_ids && ok) {
-        int c = n_ids - pos < m->max_seq_len ? n_ids - pos : m->max_seq_len;
-        ok = etch_forward(s, ids + pos, c, pos, logits, 0) == ETCH_OK;
-        pos += c;
-    }
+    int pos = n_ids, ok = etch_prefill(s, ids, n_ids, 0, 0, logits, 0) == ETCH_OK;
     if (ok) memcpy(first, logits, (size_t)m->vocab_size * sizeof *first);
     for (int i = 0; i < n && ok; i++) {
         int best = 0;

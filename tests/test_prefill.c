@@ -71,11 +71,8 @@ int main(void) {
             if (len < 1 || len > MAX_LEN) continue;
             etch_session *fresh;
             REQUIRE(etch_session_new(p, &fresh, &err) == ETCH_OK, "%s", err.message);
-            for (int pos = 0; pos < len;) {
-                int c = len - pos < bounds[b] ? len - pos : bounds[b];
-                if (etch_forward(fresh, ids + pos, c, pos, got + (size_t)pos * V, 1) != ETCH_OK) failed_calls++;
-                pos += c;
-            }
+            /* the runtime's prefill loop: chunks of the program's bound, or of 1 (any program) */
+            if (etch_prefill(fresh, ids, len, 0, e % 2 ? 1 : 0, got, 1) != ETCH_OK) failed_calls++;
             for (size_t i = 0; i < (size_t)len * V; i++) {
                 double d = fabs((double)got[i] - (double)ref[i]);
                 if (!(d <= worst)) worst = d, worst_len = len;
@@ -86,6 +83,19 @@ int main(void) {
         printf("bound %3d: max |batched - sequential| over lengths 1..%d = %.3g\n", bounds[b], MAX_LEN, worst);
         CHECK(worst <= 1e-4, "bound %d: logits differ by %g (prompt length %d)", bounds[b], worst, worst_len);
         CHECK(last_ok, "bound %d: last-position logits differ from the all-positions row", bounds[b]);
+        if (bounds[b] == 128) { /* the prefill loop's own errors: before any work, with the inputs */
+            CHECK(etch_prefill(s, ids, 10, 0, 129, last, 0) == ETCH_ERR_ARG, "a bound past max_seq_len is refused");
+            int32_t bad[200];
+            memcpy(bad, ids, sizeof bad);
+            bad[150] = V; /* past the first chunk: still refused before the first forward call */
+            CHECK(etch_prefill(s, bad, 200, 0, 0, last, 0) == ETCH_ERR_INPUT &&
+                      strstr(etch_session_error(s), "index 150"),
+                  "an id outside the vocabulary in a later chunk: %s", etch_session_error(s));
+            int ctx = etch_program_meta(p)->max_context_len;
+            CHECK(etch_prefill(s, ids, 10, ctx - 5, 0, last, 0) == ETCH_ERR_INPUT &&
+                      strstr(etch_session_error(s), "max_context_len") && strstr(etch_session_error(s), "inputs:"),
+                  "a span past the context shows the method metadata and inputs: %s", etch_session_error(s));
+        }
         etch_session_free(s);
         etch_program_close(p);
     }

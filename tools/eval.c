@@ -69,13 +69,8 @@ static double kl_div(const float *lp, const float *lq, int vocab) {
 }
 
 /* Logits of every position of ids[n] into out[n, vocab], in chunks of max_seq_len from position 0. */
-static int window_logits(etch_session *s, const etch_method_meta *m, const int32_t *ids, int n, float *out) {
-    for (int pos = 0; pos < n;) {
-        int c = n - pos < m->max_seq_len ? n - pos : m->max_seq_len;
-        if (etch_forward(s, ids + pos, c, pos, out + (size_t)pos * m->vocab_size, 1) != ETCH_OK) return 0;
-        pos += c;
-    }
-    return 1;
+static int window_logits(etch_session *s, const int32_t *ids, int n, float *out) {
+    return etch_prefill(s, ids, n, 0, 0, out, 1) == ETCH_OK;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -175,11 +170,11 @@ int cmd_eval(int argc, char **argv) {
     long scored = 0, agree = 0;
     for (int w = 0; w < n_windows; w++) {
         const int32_t *win = ids + (size_t)w * ctx;
-        if (!window_logits(s, m, win, ctx, lg)) {
+        if (!window_logits(s, win, ctx, lg)) {
             rc = fail("%s", etch_session_error(s));
             goto done;
         }
-        if (r && !window_logits(rs, etch_program_meta(r), win, ctx, lr)) {
+        if (r && !window_logits(rs, win, ctx, lr)) {
             rc = fail("%s", etch_session_error(rs));
             goto done;
         }

@@ -337,18 +337,14 @@ etch_status imp_calibrate(const char *path, const etch_quantize_options *o, floa
         etch_calib_report r = {0};
         int64_t total = 0;
         for (int32_t i = 0; i < sm.n; i++) total += sm.v[i].n + gen;
-        sess->st.observe = observe, sess->st.observe_user = &c;
+        rt_set_observer(sess, observe, &c);
         double t0 = (base_now_us() / 1000.0);
-        int32_t seq = p->meta.max_seq_len;
         for (int32_t i = 0; i < sm.n && !st; i++) {
             const int32_t *ids = sm.v[i].ids;
-            int32_t n = sm.v[i].n, pos = 0;
-            while (pos < n && !st) { /* the runtime's batched prefill: chunks of the program's bound */
-                int32_t len = n - pos < seq ? n - pos : seq;
-                if (etch_forward(sess, ids + pos, len, pos, generate && pos + len == n ? logits : NULL, 0))
-                    st = base_fail(err, ETCH_ERR_INPUT, "calibration sample %d: %s", i, etch_session_error(sess));
-                pos += len;
-            }
+            int32_t n = sm.v[i].n, pos = n;
+            /* the runtime's batched prefill: chunks of the program's bound */
+            if (etch_prefill(sess, ids, n, 0, 0, generate ? logits : NULL, 0))
+                st = base_fail(err, ETCH_ERR_INPUT, "calibration sample %d: %s", i, etch_session_error(sess));
             for (int32_t g = 0; g < gen && !st && pos < ctx; g++, pos++) { /* generate mode: one token per call */
                 int32_t next = kern_argmax(logits, p->meta.vocab_size);
                 if (etch_forward(sess, &next, 1, pos, logits, 0))
@@ -361,7 +357,7 @@ etch_status imp_calibrate(const char *path, const etch_quantize_options *o, floa
             if (o->progress) o->progress(o->user, "calibrating", c.tokens, total);
         }
         r.seconds = ((base_now_us() / 1000.0) - t0) / 1000.0;
-        sess->st.observe = NULL;
+        rt_set_observer(sess, NULL, NULL);
         if (!st && c.failed) st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate an observer's histogram");
         r.samples = sm.n, r.tokens = c.tokens, r.generated = c.generated;
         coverage(p, &sm, &r);

@@ -1,11 +1,7 @@
-/* runtime: the prefill policy, the decode loop, sampling and the stats report. */
+/* runtime/generate: a generation: encode the prompt, prefill it (prefill.c), then sample (sample.c) and
+ * decode token by token, recording the stats. */
 #include "runtime.h"
 
-#include "../kernels/kernels.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 void etch_generate_config_default(etch_generate_config *cfg) {
@@ -17,96 +13,6 @@ void etch_generate_config_default(etch_generate_config *cfg) {
     cfg->seed = 42;
     cfg->prefill = ETCH_PREFILL_AUTO;
     cfg->add_bos = 1;
-}
-
-/* ------------------------------------------------------------------ sampling */
-
-/* xorshift64*, as llama2.c samples: a seed gives the same tokens on every machine. */
-static uint32_t rng_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float rng_unit(uint64_t *state) { return (float)(rng_u32(state) >> 8) / 16777216.0f; }
-
-static int cand_desc(const void *a, const void *b) {
-    float pa = ((const rt_cand *)a)->p, pb = ((const rt_cand *)b)->p;
-    if (pa != pb) return pa < pb ? 1 : -1;
-    int32_t ia = ((const rt_cand *)a)->id, ib = ((const rt_cand *)b)->id;
-    return (ia > ib) - (ia < ib);
-}
-
-/* Keeps the k most probable tokens of probs[n] in c[0..k) as a min-heap, then sorts them. */
-static int top_k_select(const float *probs, int n, int k, rt_cand *c) {
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        rt_cand x = {probs[i], i};
-        if (m < k) {
-            int j = m++;
-            while (j > 0 && c[(j - 1) / 2].p > x.p) {
-                c[j] = c[(j - 1) / 2];
-                j = (j - 1) / 2;
-            }
-            c[j] = x;
-        } else if (x.p > c[0].p) {
-            int j = 0;
-            for (;;) {
-                int l = 2 * j + 1, r = l + 1, s = j;
-                float ps = x.p;
-                if (l < m && c[l].p < ps) s = l, ps = c[l].p;
-                if (r < m && c[r].p < ps) s = r;
-                if (s == j) break;
-                c[j] = c[s];
-                j = s;
-            }
-            c[j] = x;
-        }
-    }
-    qsort(c, (size_t)m, sizeof *c, cand_desc);
-    return m;
-}
-
-static int32_t sample(etch_session *s, const etch_generate_config *cfg, float *logits) {
-    int n = s->prog->meta.vocab_size;
-    if (cfg->temperature <= 0.0f) return kern_argmax(logits, n);
-    for (int i = 0; i < n; i++) logits[i] /= cfg->temperature;
-    kern_softmax(logits, n);
-    rt_cand *c = s->cand;
-    int m;
-    if (cfg->top_k > 0 && cfg->top_k < n) {
-        m = top_k_select(logits, n, cfg->top_k, c);
-    } else if (cfg->top_p < 1.0f) {
-        /* Tokens below this cannot be in the nucleus (llama2.c's cut, which keeps the sort short). */
-        float cutoff = (1.0f - cfg->top_p) / (float)(n - 1);
-        m = 0;
-        for (int i = 0; i < n; i++)
-            if (logits[i] >= cutoff) c[m++] = (rt_cand){logits[i], i};
-        qsort(c, (size_t)m, sizeof *c, cand_desc);
-    } else {
-        float r = rng_unit(&s->rng), acc = 0.0f;
-        for (int i = 0; i < n; i++) {
-            acc += logits[i];
-            if (r < acc) return i;
-        }
-        return n - 1;
-    }
-    float mass = 0.0f;
-    int keep = m;
-    for (int i = 0; i < m; i++) {
-        mass += c[i].p;
-        if (cfg->top_p < 1.0f && mass > cfg->top_p) {
-            keep = i + 1;
-            break;
-        }
-    }
-    float r = rng_unit(&s->rng) * mass, acc = 0.0f;
-    for (int i = 0; i < keep; i++) {
-        acc += c[i].p;
-        if (r < acc) return c[i].id;
-    }
-    return c[keep - 1].id;
 }
 
 /* ------------------------------------------------------------------ generation */
@@ -171,15 +77,9 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     int32_t bound = cfg.prefill == ETCH_PREFILL_SEQUENTIAL ? 1 : m->max_seq_len;
     st->prefill_used = bound > 1 ? ETCH_PREFILL_BATCHED : ETCH_PREFILL_SEQUENTIAL;
     st->model_execution_start_ms = now_ms();
-    int32_t pos = 0;
-    while (pos < n_prompt) {
-        int32_t c = n_prompt - pos < bound ? n_prompt - pos : bound;
-        int last = pos + c == n_prompt;
-        rc = etch_forward(s, s->prompt + pos, c, pos, last ? s->logits : NULL, 0);
-        if (rc) return rc;
-        s->chunks[st->n_chunks++] = c;
-        pos += c;
-    }
+    rc = rt_prefill(s, s->prompt, n_prompt, 0, bound, s->logits, 0, s->chunks, &st->n_chunks);
+    if (rc) return rc;
+    int32_t pos = n_prompt;
     st->prompt_eval_end_ms = now_ms();
     st->model_execution_end_ms = st->prompt_eval_end_ms;
     st->first_token_ms = st->prompt_eval_end_ms;
@@ -240,7 +140,7 @@ etch_status etch_generate_next(etch_session *s, int32_t *token, const char **tex
         st->model_execution_end_ms = now_ms();
     }
     double t0 = base_now_us();
-    int32_t tok = sample(s, cfg, s->logits);
+    int32_t tok = rt_sample(s, cfg, s->logits);
     s->gen.sampling_us += base_now_us() - t0;
     s->generated[s->n_generated++] = tok;
     if (s->n_generated == 1) st->first_token_ms = now_ms();
@@ -294,48 +194,3 @@ const int32_t *etch_session_generated_ids(const etch_session *s, int32_t *n) {
 
 const etch_stats *etch_session_stats(const etch_session *s) { return s ? &s->stats : NULL; }
 
-/* ------------------------------------------------------------------ stats report */
-
-static double rate(double tokens, double ms) { return ms > 0.0 ? tokens / ms * 1000.0 : 0.0; }
-
-int etch_stats_observer_line(const etch_stats *st, char *buf, size_t cap) {
-    double prefill_ms = st->prompt_eval_end_ms - st->inference_start_ms;
-    double decode_ms = st->inference_end_ms - st->prompt_eval_end_ms;
-    /* Integer milliseconds, as ExecuTorch's runner writes them; the rates use the exact times. */
-    return snprintf(buf, cap,
-                    "PyTorchObserver {\"prompt_tokens\": %lld, \"generated_tokens\": %lld, "
-                    "\"model_load_start_ms\": %lld, \"model_load_end_ms\": %lld, \"inference_start_ms\": %lld, "
-                    "\"token_encode_end_ms\": %lld, \"model_execution_start_ms\": %lld, "
-                    "\"model_execution_end_ms\": %lld, \"inference_end_ms\": %lld, \"prompt_eval_end_ms\": %lld, "
-                    "\"first_token_ms\": %lld, \"aggregate_sampling_time_ms\": %lld, "
-                    "\"SCALING_FACTOR_UNITS_PER_SECOND\": 1000, \"prefill_token_per_sec\": %.3f, "
-                    "\"decode_token_per_sec\": %.3f, \"prefill\": \"%s\", \"prefill_chunks\": %d}",
-                    (long long)st->prompt_tokens, (long long)st->generated_tokens,
-                    (long long)st->model_load_start_ms, (long long)st->model_load_end_ms,
-                    (long long)st->inference_start_ms, (long long)st->token_encode_end_ms,
-                    (long long)st->model_execution_start_ms, (long long)st->model_execution_end_ms,
-                    (long long)st->inference_end_ms, (long long)st->prompt_eval_end_ms,
-                    (long long)st->first_token_ms, (long long)st->aggregate_sampling_time_ms,
-                    rate((double)st->prompt_tokens, prefill_ms), rate((double)st->generated_tokens, decode_ms),
-                    st->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched", st->n_chunks);
-}
-
-int etch_stats_report(const etch_stats *st, char *buf, size_t cap) {
-    double inf_ms = st->inference_end_ms - st->inference_start_ms;
-    double prompt_ms = st->prompt_eval_end_ms - st->inference_start_ms;
-    double gen_ms = st->inference_end_ms - st->prompt_eval_end_ms;
-    double gen = (double)st->generated_tokens;
-    return snprintf(buf, cap,
-                    "\tPrompt Tokens: %lld Generated Tokens: %lld\n"
-                    "\tModel Load Time:\t\t%f (seconds)\n"
-                    "\tTotal inference time:\t\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
-                    "\t\tPrompt evaluation:\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
-                    "\t\tGenerated %lld tokens:\t%f (seconds)\t\t Rate: \t%f (tokens/second)\n"
-                    "\tTime to first generated token:\t%f (seconds)\n"
-                    "\tSampling time over %lld tokens:\t%f (seconds)\n",
-                    (long long)st->prompt_tokens, (long long)st->generated_tokens,
-                    (st->model_load_end_ms - st->model_load_start_ms) / 1000.0, inf_ms / 1000.0, rate(gen, inf_ms),
-                    prompt_ms / 1000.0, rate((double)st->prompt_tokens, prompt_ms), (long long)st->generated_tokens,
-                    gen_ms / 1000.0, rate(gen, gen_ms), (st->first_token_ms - st->inference_start_ms) / 1000.0,
-                    (long long)(st->prompt_tokens + st->generated_tokens), st->aggregate_sampling_time_ms / 1000.0);
-}

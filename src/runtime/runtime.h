@@ -69,6 +69,24 @@ typedef struct rt_chat_turn {
 etch_status rt_chat_render_turns(const char *name, const rt_chat_turn *turns, int n, int gen, int think, char **out,
                                  etch_error *err);
 
+/* The prefill policy, the one loop every caller runs (prefill.c): tokens[n] at positions
+ * start_pos .. start_pos+n-1 in forward calls of min(bound, tokens left) rows (bound 1: one token per
+ * call). logits as etch_forward's for the whole span: [vocab] of the last position, or [n, vocab]
+ * when all_logits, or NULL. chunks, when not NULL, receives each call's size from chunks[*n_chunks]
+ * on (*n_chunks grows). */
+etch_status rt_prefill(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos, int32_t bound,
+                       float *logits, int all_logits, int32_t *chunks, int32_t *n_chunks);
+
+/* The next token from logits[vocab] under cfg (greedy at temperature 0); logits are overwritten. */
+int32_t rt_sample(etch_session *s, const etch_generate_config *cfg, float *logits);
+
+/* Calls fn at every observed site of every forward call of the session (NULL: none); calibration's hook. */
+void rt_set_observer(etch_session *s, model_observer fn, void *user);
+
+/* Appends the method metadata and the inputs of a forward call to buf (cap bytes in all): what
+ * ExecuTorch's runner prints when a call fails. */
+void rt_describe_call(const etch_program *p, const int32_t *tokens, int32_t n, int32_t start_pos, char *buf, size_t cap);
+
 /* Records a message in the session and returns st. */
 etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -64,8 +64,8 @@ int etch_session_threads(const etch_session *s) { return s ? base_pool_size(s->p
 
 /* Appends the method metadata and the inputs of a forward call to buf: what ExecuTorch's runner
  * prints when a call fails, so a wrong call can be read off the message. */
-static void describe_call(const etch_program *p, const int32_t *tokens, int32_t n, int32_t start_pos,
-                          char *buf, size_t cap) {
+void rt_describe_call(const etch_program *p, const int32_t *tokens, int32_t n, int32_t start_pos,
+                      char *buf, size_t cap) {
     const etch_method_meta *m = &p->meta;
     size_t at = strlen(buf);
 #define APPEND(...)                                                                 \
@@ -144,7 +144,7 @@ etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int3
         }
     }
     if (bad) {
-        describe_call(p, tokens, n, start_pos, s->error, sizeof s->error);
+        rt_describe_call(p, tokens, n, start_pos, s->error, sizeof s->error);
         return ETCH_ERR_INPUT;
     }
     model_forward(&p->cfg, &p->w, &s->st, s->pool, tokens, n, start_pos, logits, all_logits);
