@@ -3,7 +3,7 @@
  * of the machine's measured peaks, load time (cold and warm page cache), peak RSS.
  * A program that prints figures; nothing here is a test. */
 #define _POSIX_C_SOURCE 200809L
-#include "etch.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int cmd_bench(int argc, char **argv);
 
 /* Bytes of weights one decode step reads: every tensor of the program (with scales, quantized or
  * not) but the embedding table, of which it reads one row, unless the output layer is tied to it. */

@@ -5,7 +5,7 @@
  * logits of every position, and the second half of each window is scored (the first half is its
  * context), as llama-perplexity scores. Both programs must share the tokenizer's vocabulary. */
 #define _POSIX_C_SOURCE 200809L
-#include "etch.h"
+#include "cli.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cmd_eval(int argc, char **argv);
-void progress_bar(void *user, const char *what, int64_t done, int64_t total); /* tools/etch.c */
 
 static const char eval_help[] =
     "usage: etch eval PROGRAM.etch --text FILE [--ref REF.etch] [--ctx N] [-t N] [--json]\n"
@@ -188,7 +186,7 @@ int cmd_eval(int argc, char **argv) {
             }
             scored++;
         }
-        progress_bar(NULL, "evaluating", w + 1, n_windows);
+        cli_progress(NULL, "evaluating", w + 1, n_windows);
     }
     double ppl = exp(nll / (double)scored);
     if (r) {

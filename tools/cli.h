@@ -1,0 +1,53 @@
+/* tools/cli.h: the command line's helper layer and its commands. tools/etch.c keeps the table of
+ * commands; each command is one file, tools/cmd_NAME.c, with `int cmd_NAME(argc, argv)` (argv[0] is
+ * the command's name) returning the exit code: 0, 1 for a failure at run time, 2 for a usage error. */
+#ifndef ETCH_CLI_H
+#define ETCH_CLI_H
+
+#include "etch.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* The prefix of every message: "etch", or "etch run" once a command starts. */
+extern const char *cli_name;
+
+/* "NAME: message (see 'NAME --help')" on stderr; returns 2. */
+int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "NAME: msg" on stderr; returns 1. */
+int cli_fail(const char *msg);
+
+/* Strict numbers: the whole string, in range; otherwise a usage message naming opt, and 0. */
+int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);
+int cli_parse_u64(const char *opt, const char *s, uint64_t *out);
+int cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out);
+/* A comma-separated list of integers in lo..hi into out[cap]; the count, or 0 after a message. */
+int cli_parse_list(const char *opt, const char *s, long lo, long hi, int *out, int cap);
+/* The value of option argv[*i] (and *i moves past it); NULL after a message when there is none. */
+const char *cli_take(int argc, char **argv, int *i);
+
+/* Seconds on the monotonic clock. */
+double cli_seconds(void);
+/* A progress bar on stderr, redrawn in place, only when stderr is a terminal (the shape of
+ * etch_export_options.progress). */
+void cli_progress(void *user, const char *what, int64_t done, int64_t total);
+/* The whole file, NUL-terminated, malloc'ed; NULL after a message naming it. */
+char *cli_slurp(const char *path, size_t *len);
+
+/* A JSON string of s[n] (NUL bytes included) and a JSON array of ids. */
+void cli_json_string(FILE *f, const char *s, size_t n);
+void cli_json_ids(FILE *f, const int32_t *ids, int32_t n);
+/* Decodes the JSON string at *p (after its opening quote) into out (room for end - *p bytes), NULs
+ * kept; the length, or -1 when malformed. *p moves past the closing quote. */
+long cli_json_string_at(const char **p, const char *end, char *out);
+
+int cmd_export(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+#endif

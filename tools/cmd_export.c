@@ -1,0 +1,103 @@
+/* etch export: a model (llama2.c, Hugging Face folder, GGUF) into a program file. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char export_help[] =
+    "usage: etch export (--llama2c MODEL.bin --tokenizer TOK.bin | --hf DIR | --gguf FILE) -o OUT.etch [options]\n"
+    "\n"
+    "Converts a model into one program file: weights in the layout the kernels read, the tokenizer,\n"
+    "and the method metadata. Weights are converted once, here; the runtime converts nothing.\n"
+    "\n"
+    "  --llama2c FILE          a llama2.c checkpoint (legacy version 0 format)\n"
+    "  --tokenizer FILE        its tokenizer.bin\n"
+    "  --hf DIR                a Hugging Face folder: config.json, model.safetensors (or sharded),\n"
+    "                          tokenizer.json, tokenizer_config.json (Llama, Qwen2, Qwen3)\n"
+    "  --gguf FILE             a GGUF file (version 2 or 3; F32, F16, BF16, Q8_0, Q4_0 tensors,\n"
+    "                          dequantized to --dtype) with its tokenizer (llama, qwen2, qwen3)\n"
+    "  -o, --output FILE       the program file to write (replaced only when complete)\n"
+    "  --dtype f32|f16|bf16    weight type in the program (default: the source's; f16 for quantized GGUF)\n"
+    "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
+    "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
+    "                          Hugging Face and GGUF models)\n"
+    "  --max-seq-len N         the most tokens one forward call takes (default 128, clamped to the\n"
+    "                          context); prompts prefill in chunks of this size\n"
+    "  --static                a program that takes one token per call (max_seq_len 1)\n"
+    "  -h, --help              this text\n";
+
+int cmd_export(int argc, char **argv) {
+    cli_name = "etch export";
+    const char *model = NULL, *tok = NULL, *out = NULL, *hf = NULL, *gguf = NULL;
+    etch_export_options opt = {0, 0, NULL, NULL, cli_progress, NULL};
+    int is_static = 0, have_seq = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        long n;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(export_help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--llama2c")) {
+            if (!(model = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!(tok = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--hf")) {
+            if (!(hf = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--gguf")) {
+            if (!(gguf = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--dtype")) {
+            if (!(opt.dtype = cli_take(argc, argv, &i))) return 2;
+            if (strcmp(opt.dtype, "f32") && strcmp(opt.dtype, "f16") && strcmp(opt.dtype, "bf16"))
+                return cli_usage("--dtype expects f32, f16 or bf16, got '%s'", opt.dtype);
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!(opt.chat_template = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!(out = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--max-context-len")) {
+            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1 << 20, &n)) return 2;
+            opt.max_context_len = (int32_t)n;
+        } else if (!strcmp(a, "--max-seq-len")) {
+            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1 << 20, &n)) return 2;
+            opt.max_seq_len = (int32_t)n;
+            have_seq = 1;
+        } else if (!strcmp(a, "--static")) {
+            is_static = 1;
+        } else {
+            return cli_usage("unknown option '%s'", a);
+        }
+    }
+    if (!!model + !!hf + !!gguf != 1) return cli_usage("give one source: --llama2c, --hf or --gguf");
+    if (model && !tok) return cli_usage("--tokenizer TOK.bin is required with --llama2c");
+    if (!model && tok) return cli_usage("--tokenizer goes with --llama2c (Hugging Face and GGUF carry their own)");
+    if (!out) return cli_usage("-o OUT.etch is required");
+    if (is_static && have_seq) return cli_usage("--static and --max-seq-len exclude each other");
+    if (is_static) opt.max_seq_len = 1;
+    if ((hf || gguf) && opt.max_context_len == 0) opt.max_context_len = -4096; /* "the model's, at most 4096" */
+    etch_error err;
+    double t0 = cli_seconds();
+    etch_status st = model ? etch_export_llama2c(model, tok, out, &opt, &err)
+                     : hf  ? etch_export_hf(hf, out, &opt, &err)
+                           : etch_export_gguf(gguf, out, &opt, &err);
+    if (st != ETCH_OK) return cli_fail(err.message);
+    etch_program *p;
+    if (etch_program_open(out, &p, &err) != ETCH_OK) return cli_fail(err.message);
+    const etch_method_meta *m = etch_program_meta(p);
+    etch_program_info info;
+    etch_program_info_get(p, &info);
+    const char *kept = ""; /* GGUF's Q8_0/Q4_0 matrices, when export kept them */
+    char line[256];
+    for (int32_t i = 0; i < info.n_metadata; i++)
+        if (etch_program_metadata_text(p, i, line, sizeof line) > 0 && !strncmp(line, "quant.scheme: \"gguf\"", 21))
+            kept = " (Q8_0/Q4_0 matrices kept as they are)";
+    fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,
+            cli_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype, kept,
+            m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
+    etch_program_close(p);
+    return 0;
+}
+
