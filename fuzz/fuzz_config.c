@@ -1,6 +1,6 @@
 /* A Hugging Face config.json: architectures, shapes, RoPE scaling, Gemma-3 keys, sliding windows. */
 #include "fuzz.h"
-#include "import/import.h"
+#include "readers/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

@@ -1,6 +1,6 @@
 /* The GGUF reader: header, key-values, tensor infos, the tokenizer it carries, the weights' bounds. */
 #include "fuzz.h"
-#include "import/import.h"
+#include "readers/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

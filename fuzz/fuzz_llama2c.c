@@ -1,7 +1,7 @@
 /* A llama2.c checkpoint and tokenizer.bin: the input's first byte picks which one is fuzzed; the other
  * is the small valid one from the seeds (fuzz/seeds/llama2c, written without its selector byte). */
 #include "fuzz.h"
-#include "import/import.h"
+#include "readers/reader.h"
 
 /* Copies a seed file without its first byte to dst. */
 static void partner(const char *seed, const char *dst) {

@@ -1,6 +1,6 @@
 /* One safetensors file: the 8-byte header length, the JSON header, shapes, dtypes and offsets. */
 #include "fuzz.h"
-#include "import/import.h"
+#include "readers/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

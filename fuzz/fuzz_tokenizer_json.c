@@ -1,7 +1,7 @@
 /* A Hugging Face tokenizer.json: model, vocabulary, merges, added tokens, normalizer and
  * pre-tokenizer; then the tokenizer it builds encodes and decodes a few strings. */
 #include "fuzz.h"
-#include "import/import.h"
+#include "readers/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {

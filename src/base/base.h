@@ -1,4 +1,4 @@
-/* base: status messages, clocks, mapped files, checked arithmetic, hashing.
+/* base: status messages, clocks, mapped files, the bounded binary reader, checked arithmetic, hashing.
  * Used by every other layer; uses nothing of etch. */
 #ifndef ETCH_BASE_H
 #define ETCH_BASE_H
@@ -68,6 +68,21 @@ static inline uint32_t base_le32(const uint8_t *p) {
 static inline uint64_t base_le64(const uint8_t *p) {
     return (uint64_t)base_le32(p) | (uint64_t)base_le32(p + 4) << 32;
 }
+
+/* A bounded cursor over bytes [pos, end) of a file mapped at base: every read checks the bound first
+ * and fails (ETCH_ERR_FORMAT) with a message naming path, the section (when not NULL), `what` and
+ * the offset. Offsets are absolute (alignment is relative to base). */
+typedef struct base_cursor {
+    const uint8_t *base;
+    uint64_t pos, end;
+    const char *path, *section;
+    etch_error *err;
+} base_cursor;
+etch_status base_cur_need(base_cursor *c, uint64_t n, const char *what);
+etch_status base_cur_skip(base_cursor *c, uint64_t n, const char *what);
+etch_status base_cur_u32(base_cursor *c, uint32_t *v, const char *what);
+etch_status base_cur_u64(base_cursor *c, uint64_t *v, const char *what);
+etch_status base_cur_align(base_cursor *c, uint64_t a, const char *what);
 
 /* UTF-8: the length of the valid sequence starting at s (1..4), or 0 when s[0..n) does not start
  * with one (bad lead byte, bad continuation, overlong, surrogate, past U+10FFFF, or cut short). */

@@ -64,55 +64,15 @@ static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* ------------------------------------------------------------------ reader */
 
-/* A bounded cursor over one section; every read checks the bound first. */
-typedef struct cursor {
-    const uint8_t *base; /* start of the file: alignment is relative to it */
-    uint64_t pos, end;   /* absolute offsets */
-    const char *path, *section;
-    etch_error *err;
-} cursor;
-
-static etch_status cur_need(cursor *c, uint64_t n, const char *what) {
-    if (n > c->end - c->pos)
-        return base_fail(c->err, ETCH_ERR_FORMAT,
-                         "%s: %s: %s at offset %llu runs past the end of the section (%llu)", c->path,
-                         c->section, what, (unsigned long long)c->pos, (unsigned long long)c->end);
-    return ETCH_OK;
-}
-
-static etch_status cur_u32(cursor *c, uint32_t *v, const char *what) {
-    etch_status st = cur_need(c, 4, what);
-    if (st) return st;
-    *v = base_le32(c->base + c->pos);
-    c->pos += 4;
-    return ETCH_OK;
-}
-
-static etch_status cur_u64(cursor *c, uint64_t *v, const char *what) {
-    etch_status st = cur_need(c, 8, what);
-    if (st) return st;
-    *v = base_le64(c->base + c->pos);
-    c->pos += 8;
-    return ETCH_OK;
-}
-
-static etch_status cur_align(cursor *c, uint64_t a, const char *what) {
-    uint64_t to = align_up(c->pos, a);
-    etch_status st = cur_need(c, to - c->pos, what);
-    if (st) return st;
-    c->pos = to;
-    return ETCH_OK;
-}
-
 /* A NUL-terminated name of len bytes (len includes the NUL; no NUL inside). */
-static etch_status cur_name(cursor *c, const char **out, const char *what) {
+static etch_status cur_name(base_cursor *c, const char **out, const char *what) {
     uint32_t len;
-    etch_status st = cur_u32(c, &len, what);
+    etch_status st = base_cur_u32(c, &len, what);
     if (st) return st;
     if (len < 2 || len > 4096)
         return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s: %s length %u at offset %llu is out of range",
                          c->path, c->section, what, len, (unsigned long long)(c->pos - 4));
-    if ((st = cur_need(c, len, what))) return st;
+    if ((st = base_cur_need(c, len, what))) return st;
     const char *s = (const char *)c->base + c->pos;
     if (memchr(s, '\0', len) != s + len - 1)
         return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s: %s at offset %llu is not NUL-terminated",
@@ -122,22 +82,22 @@ static etch_status cur_name(cursor *c, const char **out, const char *what) {
     return ETCH_OK;
 }
 
-static etch_status parse_meta(fmt_file *f, cursor *c, uint32_t n_meta) {
+static etch_status parse_meta(fmt_file *f, base_cursor *c, uint32_t n_meta) {
     f->meta = base_calloc(n_meta ? n_meta : 1, sizeof *f->meta);
     if (!f->meta) return base_fail(c->err, ETCH_ERR_NOMEM, "%s: cannot allocate metadata index", c->path);
     for (uint32_t i = 0; i < n_meta; i++) {
         fmt_meta *m = &f->meta[i];
         etch_status st;
-        if ((st = cur_align(c, 8, "entry")) || (st = cur_name(c, &m->key, "metadata key")) ||
-            (st = cur_align(c, 4, "entry")) || (st = cur_u32(c, &m->type, "type")) ||
-            (st = cur_u32(c, &m->count, "count")) || (st = cur_align(c, 8, "payload")))
+        if ((st = base_cur_align(c, 8, "entry")) || (st = cur_name(c, &m->key, "metadata key")) ||
+            (st = base_cur_align(c, 4, "entry")) || (st = base_cur_u32(c, &m->type, "type")) ||
+            (st = base_cur_u32(c, &m->count, "count")) || (st = base_cur_align(c, 8, "payload")))
             return st;
         uint32_t es = meta_elem_size(m->type);
         if (es == 0)
             return base_fail(c->err, ETCH_ERR_FORMAT, "%s: metadata '%s' has unknown type %u", c->path,
                              m->key, m->type);
         uint64_t bytes = (uint64_t)m->count * es;
-        if ((st = cur_need(c, bytes, m->key))) return st;
+        if ((st = base_cur_need(c, bytes, m->key))) return st;
         m->data = c->base + c->pos;
         if (m->type == FMT_STR) {
             const char *s = m->data;
@@ -155,16 +115,16 @@ static etch_status parse_meta(fmt_file *f, cursor *c, uint32_t n_meta) {
     return ETCH_OK;
 }
 
-static etch_status parse_dir(fmt_file *f, cursor *c, uint32_t n_tensors) {
+static etch_status parse_dir(fmt_file *f, base_cursor *c, uint32_t n_tensors) {
     f->tensors = base_calloc(n_tensors ? n_tensors : 1, sizeof *f->tensors);
     if (!f->tensors) return base_fail(c->err, ETCH_ERR_NOMEM, "%s: cannot allocate tensor index", c->path);
     for (uint32_t i = 0; i < n_tensors; i++) {
         fmt_tensor *t = &f->tensors[i];
         etch_status st;
         uint64_t rel;
-        if ((st = cur_align(c, 8, "entry")) || (st = cur_name(c, &t->name, "tensor name")) ||
-            (st = cur_align(c, 4, "entry")) || (st = cur_u32(c, &t->dtype, "dtype")) ||
-            (st = cur_u32(c, &t->ndim, "ndim")) || (st = cur_align(c, 8, "dims")))
+        if ((st = base_cur_align(c, 8, "entry")) || (st = cur_name(c, &t->name, "tensor name")) ||
+            (st = base_cur_align(c, 4, "entry")) || (st = base_cur_u32(c, &t->dtype, "dtype")) ||
+            (st = base_cur_u32(c, &t->ndim, "ndim")) || (st = base_cur_align(c, 8, "dims")))
             return st;
         if (fmt_dtype_bits(t->dtype) == 0)
             return base_fail(c->err, ETCH_ERR_UNSUPPORTED, "%s: tensor '%s' has unknown dtype %u",
@@ -174,12 +134,12 @@ static etch_status parse_dir(fmt_file *f, cursor *c, uint32_t n_tensors) {
                              c->path, t->name, t->ndim, FMT_MAX_DIMS);
         uint64_t count = 1;
         for (uint32_t d = 0; d < t->ndim; d++) {
-            if ((st = cur_u64(c, &t->dims[d], "dim"))) return st;
+            if ((st = base_cur_u64(c, &t->dims[d], "dim"))) return st;
             if (t->dims[d] == 0 || !base_mul_u64(count, t->dims[d], &count))
                 return base_fail(c->err, ETCH_ERR_FORMAT, "%s: tensor '%s' dimension %u (%llu) is invalid",
                                  c->path, t->name, d, (unsigned long long)t->dims[d]);
         }
-        if ((st = cur_u64(c, &rel, "offset")) || (st = cur_u64(c, &t->nbytes, "nbytes"))) return st;
+        if ((st = base_cur_u64(c, &rel, "offset")) || (st = base_cur_u64(c, &t->nbytes, "nbytes"))) return st;
         uint64_t want, end;
         if (!fmt_tensor_bytes(t->dtype, count, &want) || want != t->nbytes)
             return base_fail(c->err, ETCH_ERR_FORMAT,
@@ -268,9 +228,9 @@ etch_status fmt_open(const char *path, fmt_file *f, etch_error *err) {
                        path, n_meta, n_tensors, (unsigned long long)meta_size, (unsigned long long)dir_size);
         goto fail;
     }
-    cursor c = {p, meta_off, meta_end, path, "metadata", err};
+    base_cursor c = {p, meta_off, meta_end, path, "metadata", err};
     if ((st = parse_meta(f, &c, n_meta))) goto fail;
-    cursor d = {p, dir_off, dir_end, path, "tensor directory", err};
+    base_cursor d = {p, dir_off, dir_end, path, "tensor directory", err};
     if ((st = parse_dir(f, &d, n_tensors))) goto fail;
     return ETCH_OK;
 fail:

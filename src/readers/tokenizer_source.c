@@ -1,5 +1,5 @@
 /* import: a tokenizer on its own, from a program file, a tokenizer.json or a GGUF file. */
-#include "import.h"
+#include "reader.h"
 
 #include "../runtime/runtime.h"
 

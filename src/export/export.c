@@ -1,5 +1,7 @@
-/* import: writing a program file from an in-memory model, converting weights once. */
-#include "import.h"
+/* export: the program writer. A reader's in-memory model (readers/) becomes one program file: weights
+ * converted once into the layout the kernels read (GGUF Q8_0/Q4_0 repacked bit for bit), the
+ * tokenizer and the method metadata; etch_export_{llama2c,hf,gguf} read, then write. */
+#include "export.h"
 
 #include "../format/format.h"
 #include "../kernels/kernels.h"
@@ -10,90 +12,6 @@
 #include <string.h>
 
 #define DEFAULT_MAX_SEQ_LEN 128
-
-void imp_model_free(imp_model *m) {
-    if (!m) return;
-    base_free(m->tok_blob), base_free(m->tok_offsets), base_free(m->tok_scores), base_free(m->tok_types), base_free(m->tok_merges);
-    base_free(m->tok_pretok), base_free(m->tensors), base_free(m->chat_jinja), base_free(m->layer_window);
-    for (int i = 0; i < m->n_maps; i++) base_map_close(&m->maps[i]);
-    for (int i = 0; i < m->n_owned; i++) base_free(m->owned[i]);
-    base_free(m->owned);
-    memset(m, 0, sizeof *m);
-}
-
-imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
-                           uint64_t cols, int matrix) {
-    if (m->n_tensors == m->cap_tensors) {
-        int cap = m->cap_tensors ? m->cap_tensors * 2 : 64;
-        imp_tensor *nt = base_realloc(m->tensors, (size_t)cap * sizeof *nt);
-        if (!nt) return NULL;
-        m->tensors = nt;
-        m->cap_tensors = cap;
-    }
-    imp_tensor *t = &m->tensors[m->n_tensors++];
-    memset(t, 0, sizeof *t);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->src_type = src_type;
-    t->data = data;
-    t->ndim = cols ? 2 : 1;
-    t->dims[0] = rows;
-    t->dims[1] = cols;
-    t->matrix = matrix;
-    return t;
-}
-
-void *imp_own(imp_model *m, void *p) {
-    if (!p) return NULL;
-    if (m->n_owned == m->cap_owned) {
-        int cap = m->cap_owned ? m->cap_owned * 2 : 16;
-        void **no = base_realloc(m->owned, (size_t)cap * sizeof *no);
-        if (!no) {
-            base_free(p);
-            return NULL;
-        }
-        m->owned = no;
-        m->cap_owned = cap;
-    }
-    m->owned[m->n_owned++] = p;
-    return p;
-}
-
-/* Element i of a source tensor as f32. Q8_0 and Q4_0 are GGML's 32-element blocks: an f16 scale
- * then 32 int8 values (Q8_0), or 16 bytes of 4-bit values offset by 8 (Q4_0; low nibbles are
- * elements 0..15, high nibbles 16..31). */
-static float src_at(const imp_tensor *t, size_t i) {
-    const uint8_t *p = t->data;
-    switch (t->src_type) {
-    case IMP_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
-    case IMP_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_f16_to_f32(h); }
-    case IMP_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_bf16_to_f32(h); }
-    case IMP_Q8_0: {
-        const uint8_t *b = p + (i / 32) * 34;
-        uint16_t h; memcpy(&h, b, 2);
-        return kern_f16_to_f32(h) * (float)(int8_t)b[2 + i % 32];
-    }
-    case IMP_Q4_0: {
-        const uint8_t *b = p + (i / 32) * 18;
-        uint16_t h; memcpy(&h, b, 2);
-        int j = (int)(i % 32), q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
-        return kern_f16_to_f32(h) * (float)(q - 8);
-    }
-    }
-    return 0.0f;
-}
-
-void imp_tensor_f32(const imp_tensor *t, float *out) {
-    size_t n = (size_t)t->dims[0] * (t->ndim > 1 ? (size_t)t->dims[1] : 1);
-    for (size_t i = 0; i < n; i++) out[i] = src_at(t, i);
-}
-
-int imp_set_windows(imp_model *m, int32_t window, const uint8_t *is_windowed) {
-    base_free(m->layer_window);
-    m->layer_window = base_calloc((size_t)m->n_layers, sizeof *m->layer_window);
-    if (!m->layer_window) return 0;
-    for (int32_t l = 0; l < m->n_layers; l++) m->layer_window[l] = !is_windowed || is_windowed[l] ? window : 0;
-    return 1;
-}
 
 static uint32_t fmt_of(int kern_type) {
     return kern_type == KERN_F32 ? FMT_DT_F32 : kern_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
@@ -117,14 +35,14 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
         if (same) return t->data;
         void *out = base_malloc((size_t)t->dims[0] * kern_wsize(target));
         if (!out) return NULL;
-        for (size_t i = 0; i < t->dims[0]; i++) put_elem(out, i, target, src_at(t, i));
+        for (size_t i = 0; i < t->dims[0]; i++) put_elem(out, i, target, imp_tensor_at(t, i));
         return *owned = out;
     }
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d);
     void *out = base_calloc((size_t)rows * (size_t)k, kern_wsize(target));
     if (!out) return NULL;
     for (int o = 0; o < d; o++)
-        for (int kk = 0; kk < k; kk++) put_elem(out, kern_packed_index(o, kk, k), target, src_at(t, (size_t)o * k + kk));
+        for (int kk = 0; kk < k; kk++) put_elem(out, kern_packed_index(o, kk, k), target, imp_tensor_at(t, (size_t)o * k + kk));
     *rows_out = (uint64_t)rows;
     return *owned = out;
 }
@@ -152,44 +70,6 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, uint16_t **scales,
         }
     *rows_out = (uint64_t)rows;
     return ETCH_OK;
-}
-
-const char imp_regex_gpt2[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char imp_regex_digits[] = "\\p{N}|'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char imp_regex_qwen2[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const char imp_regex_llama3[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-int imp_raw_piece(const char *s, size_t n, int byte_level, char *out, size_t *len) {
-    const uint8_t *u = (const uint8_t *)s;
-    size_t w = 0;
-    for (size_t i = 0; i < n;) {
-        int l = base_utf8_seq_len(u + i, n - i);
-        if (l == 0) return 0;
-        if (byte_level) {
-            uint32_t cp = l == 1 ? u[i] : l == 2 ? (u[i] & 0x1Fu) << 6 | (u[i + 1] & 0x3Fu)
-                                        : l == 3 ? (u[i] & 0x0Fu) << 12 | (u[i + 1] & 0x3Fu) << 6 | (u[i + 2] & 0x3Fu) : 0x110000;
-            int b = tok_cp_to_byte(cp);
-            if (b < 0) return 0;
-            out[w++] = (char)b;
-        } else if (l == 3 && u[i] == 0xE2 && u[i + 1] == 0x96 && u[i + 2] == 0x81) {
-            out[w++] = ' ';
-        } else {
-            memcpy(out + w, s + i, (size_t)l);
-            w += (size_t)l;
-        }
-        i += (size_t)l;
-    }
-    *len = w;
-    return 1;
-}
-
-void imp_tok_spec(const imp_model *m, tok_spec *s) {
-    *s = (tok_spec){m->vocab_size, m->tok_blob, m->tok_blob_size, m->tok_offsets, m->tok_scores, m->tok_types,
-                    m->bos_id, m->unk_id, m->add_dummy_prefix, m->tok_model, m->tok_merges, m->tok_n_merges,
-                    m->tok_byte_level, m->tok_byte_fallback, m->tok_ignore_merges, m->tok_match_added, m->tok_nfc,
-                    m->tok_pretok};
 }
 
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
@@ -348,4 +228,46 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     }
     etch_program_close(p);
     return ETCH_OK;
+}
+
+/* ------------------------------------------------------------------ from each source */
+
+etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_path, const char *out_path,
+                                const etch_export_options *opt, etch_error *err) {
+    base_clear(err);
+    if (!model_path || !tokenizer_path || !out_path)
+        return base_fail(err, ETCH_ERR_ARG, "etch_export_llama2c: a path is NULL");
+    imp_model m;
+    etch_status st = imp_llama2c(model_path, tokenizer_path, &m, err);
+    if (st) return st;
+    st = imp_export(&m, out_path, opt, err);
+    imp_model_free(&m);
+    return st;
+}
+
+etch_status etch_export_hf(const char *dir, const char *out_path, const etch_export_options *opt, etch_error *err) {
+    base_clear(err);
+    if (!dir || !out_path) return base_fail(err, ETCH_ERR_ARG, "etch_export_hf: a path is NULL");
+    imp_model m;
+    etch_status st = imp_hf(dir, &m, err);
+    if (st) return st;
+    /* The tensors present decide tied embeddings when config.json is silent or wrong. */
+    int has_output = 0;
+    for (int i = 0; i < m.n_tensors; i++) has_output |= !strcmp(m.tensors[i].name, "output.weight");
+    if (!has_output) m.tied_embeddings = 1;
+    if (m.tied_embeddings && has_output) m.tied_embeddings = 0;
+    st = imp_export(&m, out_path, opt, err);
+    imp_model_free(&m);
+    return st;
+}
+
+etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt, etch_error *err) {
+    base_clear(err);
+    if (!path || !out_path) return base_fail(err, ETCH_ERR_ARG, "etch_export_gguf: a path is NULL");
+    imp_model m;
+    etch_status st = imp_gguf(path, &m, 0, err);
+    if (st) return st;
+    st = imp_export(&m, out_path, opt, err);
+    imp_model_free(&m);
+    return st;
 }

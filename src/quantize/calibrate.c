@@ -1,7 +1,7 @@
 /* import: calibration of static activation ranges (a8w8). The program's own session runs the
  * calibration samples, each in batched prefill chunks (or, in generate mode, followed by greedy
  * tokens one at a time), while observers on every linear layer's input record what they see. */
-#include "import.h"
+#include "quantize.h"
 
 #include "../kernels/kernels.h"
 #include "../runtime/runtime.h"

@@ -1,5 +1,5 @@
 /* import: llama2.c checkpoints (legacy version 0) and tokenizer.bin files. */
-#include "import.h"
+#include "reader.h"
 
 #include "../tokenizer/tokenizer.h"
 
@@ -172,15 +172,3 @@ etch_status imp_llama2c(const char *model_path, const char *tokenizer_path, imp_
     return ETCH_OK;
 }
 
-etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_path, const char *out_path,
-                                const etch_export_options *opt, etch_error *err) {
-    base_clear(err);
-    if (!model_path || !tokenizer_path || !out_path)
-        return base_fail(err, ETCH_ERR_ARG, "etch_export_llama2c: a path is NULL");
-    imp_model m;
-    etch_status st = imp_llama2c(model_path, tokenizer_path, &m, err);
-    if (st) return st;
-    st = imp_export(&m, out_path, opt, err);
-    imp_model_free(&m);
-    return st;
-}

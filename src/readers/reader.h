@@ -1,8 +1,8 @@
-/* import: readers of model inputs (llama2.c, Hugging Face folders, GGUF) into an in-memory model,
- * and the exporter that writes a program file from it. Export time only: the runtime never links a
- * reader or a JSON parser. */
-#ifndef ETCH_IMPORT_H
-#define ETCH_IMPORT_H
+/* readers: model files (llama2.c checkpoints, Hugging Face folders, GGUF) read into one in-memory
+ * model (imp_model) that the exporter (export/) writes as a program. Used at export time: the
+ * runtime's path from a program to tokens calls none of it, though one libetch holds both. */
+#ifndef ETCH_READER_H
+#define ETCH_READER_H
 
 #include "../base/base.h"
 #include "../tokenizer/tokenizer.h"
@@ -69,6 +69,8 @@ void imp_model_free(imp_model *m);
 /* Adds a tensor (borrowing data). Returns NULL on allocation failure. */
 imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
                            uint64_t cols, int matrix);
+/* Element i of a tensor as f32 (Q8_0 and Q4_0: value times its block's scale). */
+float imp_tensor_at(const imp_tensor *t, size_t i);
 /* The tensor's n values widened to f32 (n = rows * cols). */
 void imp_tensor_f32(const imp_tensor *t, float *out);
 /* Sets the sliding window of every layer: windowed iff is_windowed[l] (NULL: all). 0 on allocation failure. */
@@ -106,13 +108,5 @@ void imp_tok_spec(const imp_model *m, tok_spec *s);
 /* Recognizes a Jinja chat template by its markers: "qwen3", "chatml", "llama3", "llama2", or ""
  * when it is none of them. */
 const char *imp_recognize_template(const char *jinja);
-
-/* Calibrates the program at path on o's samples (a8w8): params[2 * i] and params[2 * i + 1] become
- * the int8 scale and zero point of observed site i, i = layer * 4 + MODEL_SITE_* for the layers'
- * sites and n_layers * 4 for the classifier's input ([n_layers * 4 + 1] pairs). */
-etch_status imp_calibrate(const char *path, const etch_quantize_options *o, float *params, etch_error *err);
-
-/* Writes the program file for m (and opens it once to prove it valid). */
-etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err);
 
 #endif

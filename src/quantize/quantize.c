@@ -1,6 +1,6 @@
 /* import: quantizing a program. Reads a program file with float matrices and writes one whose
  * linear layers are Q8 or Q4 (kernels.h), everything else copied as it was. Export time only. */
-#include "import.h"
+#include "quantize.h"
 
 #include "../format/format.h"
 #include "../kernels/kernels.h"

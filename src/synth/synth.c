@@ -1,6 +1,6 @@
 /* import: synthetic models with seeded random weights, written as a Hugging Face folder or GGUF. */
 #define _POSIX_C_SOURCE 200809L
-#include "gguf.h"
+#include "gguf_writer.h"
 
 #include "../kernels/kernels.h"
 

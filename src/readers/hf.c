@@ -1,7 +1,7 @@
 /* import: Hugging Face model folders: config.json, safetensors (single or sharded),
  * tokenizer.json, tokenizer_config.json, generation_config.json. */
 #define _POSIX_C_SOURCE 200809L
-#include "import.h"
+#include "reader.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -881,18 +881,3 @@ etch_status imp_hf(const char *dir, imp_model *m, etch_error *err) {
     return st;
 }
 
-etch_status etch_export_hf(const char *dir, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    base_clear(err);
-    if (!dir || !out_path) return base_fail(err, ETCH_ERR_ARG, "etch_export_hf: a path is NULL");
-    imp_model m;
-    etch_status st = imp_hf(dir, &m, err);
-    if (st) return st;
-    /* The tensors present decide tied embeddings when config.json is silent or wrong. */
-    int has_output = 0;
-    for (int i = 0; i < m.n_tensors; i++) has_output |= !strcmp(m.tensors[i].name, "output.weight");
-    if (!has_output) m.tied_embeddings = 1;
-    if (m.tied_embeddings && has_output) m.tied_embeddings = 0;
-    st = imp_export(&m, out_path, opt, err);
-    imp_model_free(&m);
-    return st;
-}

@@ -1,4 +1,4 @@
-/* import: GGUF files (version 2 and 3), read for export and written by `etch synth`.
+/* readers/gguf: GGUF files (version 2 and 3), read for export.
  *
  * Layout: "GGUF", u32 version, u64 tensor count, u64 key-value count, the key-values (string key,
  * u32 type, value), the tensor infos (string name, u32 n_dims, u64 dims[n_dims] innermost first,
@@ -15,72 +15,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { G_U8 = 0, G_I8, G_U16, G_I16, G_U32, G_I32, G_F32, G_BOOL, G_STR, G_ARR, G_U64, G_I64, G_F64 };
-enum { GT_F32 = 0, GT_F16 = 1, GT_Q4_0 = 2, GT_Q8_0 = 8, GT_BF16 = 30 };
-
 static uint64_t g_scalar_size(uint32_t t) {
     switch (t) {
-    case G_U8: case G_I8: case G_BOOL: return 1;
-    case G_U16: case G_I16: return 2;
-    case G_U32: case G_I32: case G_F32: return 4;
-    case G_U64: case G_I64: case G_F64: return 8;
+    case GGUF_T_U8: case GGUF_T_I8: case GGUF_T_BOOL: return 1;
+    case GGUF_T_U16: case GGUF_T_I16: return 2;
+    case GGUF_T_U32: case GGUF_T_I32: case GGUF_T_F32: return 4;
+    case GGUF_T_U64: case GGUF_T_I64: case GGUF_T_F64: return 8;
     }
     return 0;
 }
 
 /* ------------------------------------------------------------------ reader */
 
-typedef struct gcur {
-    const uint8_t *p;
-    uint64_t pos, end;
-    const char *path;
-    etch_error *err;
-} gcur;
-
-static etch_status g_need(gcur *c, uint64_t n, const char *what) {
-    if (n > c->end - c->pos)
-        return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s at offset %llu runs past the end of the file", c->path, what,
-                         (unsigned long long)c->pos);
-    return ETCH_OK;
-}
-
-static etch_status g_u32(gcur *c, uint32_t *v, const char *what) {
-    etch_status st = g_need(c, 4, what);
-    if (!st) *v = base_le32(c->p + c->pos), c->pos += 4;
-    return st;
-}
-
-static etch_status g_u64(gcur *c, uint64_t *v, const char *what) {
-    etch_status st = g_need(c, 8, what);
-    if (!st) *v = base_le64(c->p + c->pos), c->pos += 8;
-    return st;
-}
-
-static etch_status g_str(gcur *c, gguf_str *s, const char *what) {
+static etch_status g_str(base_cursor *c, gguf_str *s, const char *what) {
     uint64_t n;
-    etch_status st = g_u64(c, &n, what);
+    etch_status st = base_cur_u64(c, &n, what);
     if (st) return st;
     if (n > c->end - c->pos)
         return base_fail(c->err, ETCH_ERR_FORMAT, "%s: %s length %llu at offset %llu runs past the end of the file",
                          c->path, what, (unsigned long long)n, (unsigned long long)(c->pos - 8));
-    s->s = (const char *)c->p + c->pos;
+    s->s = (const char *)c->base + c->pos;
     s->n = n;
     c->pos += n;
     return ETCH_OK;
 }
 
 /* Skips one value of type t (arrays of arrays included, depth-limited). */
-static etch_status g_skip(gcur *c, uint32_t t, int depth, const char *key) {
-    if (t == G_STR) {
+static etch_status g_skip(base_cursor *c, uint32_t t, int depth, const char *key) {
+    if (t == GGUF_T_STR) {
         gguf_str s;
         return g_str(c, &s, key);
     }
-    if (t == G_ARR) {
+    if (t == GGUF_T_ARR) {
         uint32_t et;
         uint64_t n;
         etch_status st;
         if (depth > 2) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' nests arrays too deep", c->path, key);
-        if ((st = g_u32(c, &et, key)) || (st = g_u64(c, &n, key))) return st;
+        if ((st = base_cur_u32(c, &et, key)) || (st = base_cur_u64(c, &n, key))) return st;
         uint64_t es = g_scalar_size(et), bytes;
         if (es) {
             if (!base_mul_u64(n, es, &bytes) || bytes > c->end - c->pos)
@@ -89,7 +60,7 @@ static etch_status g_skip(gcur *c, uint32_t t, int depth, const char *key) {
             c->pos += bytes;
             return ETCH_OK;
         }
-        if (et != G_STR && et != G_ARR) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' has unknown element type %u", c->path, key, et);
+        if (et != GGUF_T_STR && et != GGUF_T_ARR) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' has unknown element type %u", c->path, key, et);
         if (n > (c->end - c->pos) / 8)
             return base_fail(c->err, ETCH_ERR_FORMAT, "%s: array '%s' of %llu elements runs past the end of the file",
                              c->path, key, (unsigned long long)n);
@@ -99,7 +70,7 @@ static etch_status g_skip(gcur *c, uint32_t t, int depth, const char *key) {
     }
     uint64_t es = g_scalar_size(t);
     if (!es) return base_fail(c->err, ETCH_ERR_FORMAT, "%s: '%s' has unknown value type %u", c->path, key, t);
-    etch_status st = g_need(c, es, key);
+    etch_status st = base_cur_need(c, es, key);
     if (!st) c->pos += es;
     return st;
 }
@@ -107,10 +78,10 @@ static etch_status g_skip(gcur *c, uint32_t t, int depth, const char *key) {
 static uint64_t g_tensor_bytes(uint32_t type, uint64_t count, uint64_t ne0, int *ok) {
     *ok = 1;
     switch (type) {
-    case GT_F32: return count * 4;
-    case GT_F16: case GT_BF16: return count * 2;
-    case GT_Q8_0: *ok = ne0 % 32 == 0; return count / 32 * 34;
-    case GT_Q4_0: *ok = ne0 % 32 == 0; return count / 32 * 18;
+    case GGUF_F32: return count * 4;
+    case GGUF_F16: case GGUF_BF16: return count * 2;
+    case GGUF_Q8_0: *ok = ne0 % 32 == 0; return count / 32 * 34;
+    case GGUF_Q4_0: *ok = ne0 % 32 == 0; return count / 32 * 18;
     }
     *ok = 0;
     return 0;
@@ -118,11 +89,11 @@ static uint64_t g_tensor_bytes(uint32_t type, uint64_t count, uint64_t ne0, int 
 
 static const char *g_type_name(uint32_t t) {
     switch (t) {
-    case GT_F32: return "F32";
-    case GT_F16: return "F16";
-    case GT_BF16: return "BF16";
-    case GT_Q8_0: return "Q8_0";
-    case GT_Q4_0: return "Q4_0";
+    case GGUF_F32: return "F32";
+    case GGUF_F16: return "F16";
+    case GGUF_BF16: return "BF16";
+    case GGUF_Q8_0: return "Q8_0";
+    case GGUF_Q4_0: return "Q4_0";
     case 3: return "Q4_1";
     case 6: return "Q5_0";
     case 7: return "Q5_1";
@@ -140,7 +111,7 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
     etch_status st = base_map_open(path, &g->map, err);
     if (st) return st;
     g->path = path;
-    gcur c = {g->map.data, 0, g->map.size, path, err};
+    base_cursor c = {g->map.data, 0, g->map.size, path, NULL, err};
     uint32_t magic = 0;
     uint64_t n_tensors, n_kv;
     if (g->map.size < 24 || memcmp(g->map.data, "GGUF", 4) != 0) {
@@ -149,12 +120,12 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
     }
     c.pos = 4;
     (void)magic;
-    if ((st = g_u32(&c, &g->version, "version"))) goto fail;
+    if ((st = base_cur_u32(&c, &g->version, "version"))) goto fail;
     if (g->version != 2 && g->version != 3) {
         st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: GGUF version %u is not supported (2, 3)", path, g->version);
         goto fail;
     }
-    if ((st = g_u64(&c, &n_tensors, "tensor count")) || (st = g_u64(&c, &n_kv, "key-value count"))) goto fail;
+    if ((st = base_cur_u64(&c, &n_tensors, "tensor count")) || (st = base_cur_u64(&c, &n_kv, "key-value count"))) goto fail;
     /* Each key-value takes at least 12 bytes, each tensor info at least 24: bound the counts. */
     if (n_kv > (c.end - c.pos) / 12 || n_tensors > (c.end - c.pos) / 24) {
         st = base_fail(err, ETCH_ERR_FORMAT, "%s: %llu key-values and %llu tensors cannot fit in %llu bytes", path,
@@ -170,15 +141,15 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
     uint32_t alignment = 32;
     for (uint64_t i = 0; i < n_kv; i++) {
         gguf_kv *kv = &g->kv[i];
-        if ((st = g_str(&c, &kv->key, "key")) || (st = g_u32(&c, &kv->type, "value type"))) goto fail;
+        if ((st = g_str(&c, &kv->key, "key")) || (st = base_cur_u32(&c, &kv->type, "value type"))) goto fail;
         char key[128];
         snprintf(key, sizeof key, "%.*s", (int)(kv->key.n < 100 ? kv->key.n : 100), kv->key.s);
-        kv->value = c.p + c.pos;
+        kv->value = c.base + c.pos;
         if ((st = g_skip(&c, kv->type, 0, key))) goto fail;
-        kv->value_end = c.p + c.pos;
+        kv->value_end = c.base + c.pos;
         g->n_kv++;
         if (!strcmp(key, "general.alignment")) {
-            if (kv->type != G_U32 || base_le32(kv->value) == 0 || base_le32(kv->value) > 4096 ||
+            if (kv->type != GGUF_T_U32 || base_le32(kv->value) == 0 || base_le32(kv->value) > 4096 ||
                 (base_le32(kv->value) & (base_le32(kv->value) - 1))) {
                 st = base_fail(err, ETCH_ERR_FORMAT, "%s: general.alignment must be a power of two up to 4096", path);
                 goto fail;
@@ -189,15 +160,15 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
     for (uint64_t i = 0; i < n_tensors; i++) {
         gguf_tensor *t = &g->tensors[i];
         uint32_t nd;
-        if ((st = g_str(&c, &t->name, "tensor name")) || (st = g_u32(&c, &nd, "n_dims"))) goto fail;
+        if ((st = g_str(&c, &t->name, "tensor name")) || (st = base_cur_u32(&c, &nd, "n_dims"))) goto fail;
         if (nd < 1 || nd > 4) {
             st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%.*s' has %u dimensions", path, (int)t->name.n, t->name.s, nd);
             goto fail;
         }
         t->n_dims = nd;
         for (uint32_t d = 0; d < nd; d++)
-            if ((st = g_u64(&c, &t->ne[d], "dim"))) goto fail;
-        if ((st = g_u32(&c, &t->type, "tensor type")) || (st = g_u64(&c, &t->offset, "tensor offset"))) goto fail;
+            if ((st = base_cur_u64(&c, &t->ne[d], "dim"))) goto fail;
+        if ((st = base_cur_u32(&c, &t->type, "tensor type")) || (st = base_cur_u64(&c, &t->offset, "tensor offset"))) goto fail;
         g->n_tensors++;
     }
     g->data_offset = (c.pos + alignment - 1) / alignment * alignment;
@@ -213,7 +184,7 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
         for (uint32_t d = 0; d < t->n_dims; d++)
             if (t->ne[d] == 0 || !base_mul_u64(count, t->ne[d], &count)) ok = 0;
         uint64_t bytes = ok ? g_tensor_bytes(t->type, count, t->ne[0], &ok) : 0, end;
-        if (!ok && t->type != GT_F32 && t->type != GT_F16 && t->type != GT_BF16 && t->type != GT_Q8_0 && t->type != GT_Q4_0) {
+        if (!ok && t->type != GGUF_F32 && t->type != GGUF_F16 && t->type != GGUF_BF16 && t->type != GGUF_Q8_0 && t->type != GGUF_Q4_0) {
             /* An unsupported type is reported by name only if the tensor is used (gguf_tensor_data). */
             t->bytes = 0;
             t->data = NULL;
@@ -262,14 +233,14 @@ int gguf_int(const gguf_file *g, const char *key, int64_t *v) {
     if (!kv) return 0;
     const uint8_t *p = kv->value;
     switch (kv->type) {
-    case G_U8: case G_BOOL: *v = p[0]; return 1;
-    case G_I8: *v = (int8_t)p[0]; return 1;
-    case G_U16: *v = (uint16_t)(p[0] | p[1] << 8); return 1;
-    case G_I16: *v = (int16_t)(p[0] | p[1] << 8); return 1;
-    case G_U32: *v = base_le32(p); return 1;
-    case G_I32: *v = (int32_t)base_le32(p); return 1;
-    case G_U64: *v = (int64_t)base_le64(p); return 1;
-    case G_I64: *v = (int64_t)base_le64(p); return 1;
+    case GGUF_T_U8: case GGUF_T_BOOL: *v = p[0]; return 1;
+    case GGUF_T_I8: *v = (int8_t)p[0]; return 1;
+    case GGUF_T_U16: *v = (uint16_t)(p[0] | p[1] << 8); return 1;
+    case GGUF_T_I16: *v = (int16_t)(p[0] | p[1] << 8); return 1;
+    case GGUF_T_U32: *v = base_le32(p); return 1;
+    case GGUF_T_I32: *v = (int32_t)base_le32(p); return 1;
+    case GGUF_T_U64: *v = (int64_t)base_le64(p); return 1;
+    case GGUF_T_I64: *v = (int64_t)base_le64(p); return 1;
     }
     return 0;
 }
@@ -277,14 +248,14 @@ int gguf_int(const gguf_file *g, const char *key, int64_t *v) {
 int gguf_float(const gguf_file *g, const char *key, double *v) {
     const gguf_kv *kv = gguf_find(g, key);
     if (!kv) return 0;
-    if (kv->type == G_F32) {
+    if (kv->type == GGUF_T_F32) {
         uint32_t b = base_le32(kv->value);
         float f;
         memcpy(&f, &b, 4);
         *v = f;
         return 1;
     }
-    if (kv->type == G_F64) {
+    if (kv->type == GGUF_T_F64) {
         uint64_t b = base_le64(kv->value);
         memcpy(v, &b, 8);
         return 1;
@@ -296,7 +267,7 @@ int gguf_float(const gguf_file *g, const char *key, double *v) {
 
 int gguf_string(const gguf_file *g, const char *key, gguf_str *s) {
     const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != G_STR) return 0;
+    if (!kv || kv->type != GGUF_T_STR) return 0;
     s->n = base_le64(kv->value);
     s->s = (const char *)kv->value + 8;
     return 1;
@@ -304,7 +275,7 @@ int gguf_string(const gguf_file *g, const char *key, gguf_str *s) {
 
 int gguf_array(const gguf_file *g, const char *key, uint32_t *elem_type, uint64_t *count, const uint8_t **first) {
     const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != G_ARR) return 0;
+    if (!kv || kv->type != GGUF_T_ARR) return 0;
     *elem_type = base_le32(kv->value);
     *count = base_le64(kv->value + 4);
     *first = kv->value + 12;
@@ -325,7 +296,7 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     uint32_t et;
     uint64_t n;
     const uint8_t *p;
-    if (!gguf_array(g, "tokenizer.ggml.tokens", &et, &n, &p) || et != G_STR || n < 1 || n > (1 << 24))
+    if (!gguf_array(g, "tokenizer.ggml.tokens", &et, &n, &p) || et != GGUF_T_STR || n < 1 || n > (1 << 24))
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.tokens is missing or not a string array", path);
     int32_t nv = (int32_t)n;
     m->vocab_size = nv;
@@ -339,13 +310,13 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     const uint8_t *tp = NULL;
     uint32_t tt;
     uint64_t tn;
-    if (gguf_array(g, "tokenizer.ggml.token_type", &tt, &tn, &tp) && (tn != n || (tt != G_I32 && tt != G_U32)))
+    if (gguf_array(g, "tokenizer.ggml.token_type", &tt, &tn, &tp) && (tn != n || (tt != GGUF_T_I32 && tt != GGUF_T_U32)))
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.token_type has %llu entries for %llu tokens", path,
                          (unsigned long long)tn, (unsigned long long)n);
     const uint8_t *sp = NULL;
     uint32_t st_;
     uint64_t sn;
-    if (gguf_array(g, "tokenizer.ggml.scores", &st_, &sn, &sp) && (sn != n || st_ != G_F32))
+    if (gguf_array(g, "tokenizer.ggml.scores", &st_, &sn, &sp) && (sn != n || st_ != GGUF_T_F32))
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.scores has %llu entries for %llu tokens", path,
                          (unsigned long long)sn, (unsigned long long)n);
     if (llama && !sp) return base_fail(err, ETCH_ERR_FORMAT, "%s: a llama tokenizer needs tokenizer.ggml.scores", path);
@@ -422,7 +393,7 @@ static etch_status read_gguf_tokenizer(const gguf_file *g, imp_model *m, etch_er
     uint32_t mt;
     uint64_t mn;
     const uint8_t *mp;
-    if (!gguf_array(g, "tokenizer.ggml.merges", &mt, &mn, &mp) || mt != G_STR || mn > (1 << 24))
+    if (!gguf_array(g, "tokenizer.ggml.merges", &mt, &mn, &mp) || mt != GGUF_T_STR || mn > (1 << 24))
         return base_fail(err, ETCH_ERR_FORMAT, "%s: tokenizer.ggml.merges is missing", path);
     tok_tokenizer look;
     tok_spec spec;
@@ -591,8 +562,8 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
                            path, name, g_type_name(t->type));
             break;
         }
-        int type = t->type == GT_F32 ? IMP_F32 : t->type == GT_F16 ? IMP_F16 : t->type == GT_BF16 ? IMP_BF16
-                 : t->type == GT_Q8_0 ? IMP_Q8_0 : IMP_Q4_0;
+        int type = t->type == GGUF_F32 ? IMP_F32 : t->type == GGUF_F16 ? IMP_F16 : t->type == GGUF_BF16 ? IMP_BF16
+                 : t->type == GGUF_Q8_0 ? IMP_Q8_0 : IMP_Q4_0;
         if (type == IMP_F32 && (uintptr_t)t->data % 4) {
             st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is misaligned", path, name);
             break;
@@ -647,190 +618,4 @@ done:
     return st;
 }
 
-etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    base_clear(err);
-    if (!path || !out_path) return base_fail(err, ETCH_ERR_ARG, "etch_export_gguf: a path is NULL");
-    imp_model m;
-    etch_status st = imp_gguf(path, &m, 0, err);
-    if (st) return st;
-    st = imp_export(&m, out_path, opt, err);
-    imp_model_free(&m);
-    return st;
-}
 
-/* ------------------------------------------------------------------ writer */
-
-typedef struct gw {
-    FILE *f;
-    int failed;
-} gw;
-
-static void w_bytes(gw *w, const void *p, size_t n) {
-    if (!w->failed && n && fwrite(p, 1, n, w->f) != n) w->failed = 1;
-}
-static void w_u32(gw *w, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    w_bytes(w, b, 4);
-}
-static void w_u64(gw *w, uint64_t v) {
-    w_u32(w, (uint32_t)v);
-    w_u32(w, (uint32_t)(v >> 32));
-}
-static void w_str(gw *w, const char *s, size_t n) {
-    w_u64(w, n);
-    w_bytes(w, s, n);
-}
-static void w_key(gw *w, const char *k, uint32_t type) {
-    w_str(w, k, strlen(k));
-    w_u32(w, type);
-}
-
-void gguf_kv_str(gguf_writer *g, const char *key, const char *v) {
-    gw *w = g->w;
-    w_key(w, key, G_STR);
-    w_str(w, v, strlen(v));
-    g->n_kv++;
-}
-void gguf_kv_u32(gguf_writer *g, const char *key, uint32_t v) {
-    w_key(g->w, key, G_U32);
-    w_u32(g->w, v);
-    g->n_kv++;
-}
-void gguf_kv_f32(gguf_writer *g, const char *key, float v) {
-    uint32_t b;
-    memcpy(&b, &v, 4);
-    w_key(g->w, key, G_F32);
-    w_u32(g->w, b);
-    g->n_kv++;
-}
-void gguf_kv_bool(gguf_writer *g, const char *key, int v) {
-    uint8_t b = v != 0;
-    w_key(g->w, key, G_BOOL);
-    w_bytes(g->w, &b, 1);
-    g->n_kv++;
-}
-void gguf_kv_arr_begin(gguf_writer *g, const char *key, int elem_type, uint64_t count) {
-    w_key(g->w, key, G_ARR);
-    w_u32(g->w, (uint32_t)elem_type);
-    w_u64(g->w, count);
-    g->n_kv++;
-}
-void gguf_arr_str(gguf_writer *g, const char *s, size_t n) { w_str(g->w, s, n); }
-void gguf_arr_i32(gguf_writer *g, int32_t v) { w_u32(g->w, (uint32_t)v); }
-void gguf_arr_f32(gguf_writer *g, float v) {
-    uint32_t b;
-    memcpy(&b, &v, 4);
-    w_u32(g->w, b);
-}
-
-/* Quantizes one 32-value block as GGML does (Q8_0: scale max|x|/127; Q4_0: scale from the value of
- * largest magnitude over -8, nibbles offset by 8). */
-static void quant_block(int type, const float *x, uint8_t *out) {
-    if (type == GGUF_Q8_0) {
-        float amax = 0;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
-        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-        uint16_t h = kern_f32_to_f16(d);
-        memcpy(out, &h, 2);
-        for (int i = 0; i < 32; i++) out[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
-    } else {
-        float amax = 0, max = 0;
-        for (int i = 0; i < 32; i++)
-            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
-        float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
-        uint16_t h = kern_f32_to_f16(d);
-        memcpy(out, &h, 2);
-        for (int i = 0; i < 16; i++) {
-            int a = (int)(x[i] * id + 8.5f), b = (int)(x[16 + i] * id + 8.5f);
-            a = a < 0 ? 0 : a > 15 ? 15 : a;
-            b = b < 0 ? 0 : b > 15 ? 15 : b;
-            out[2 + i] = (uint8_t)(a | b << 4);
-        }
-    }
-}
-
-static uint64_t type_bytes(int type, uint64_t count) {
-    return type == GGUF_F32 ? count * 4 : type == GGUF_F16 || type == GGUF_BF16 ? count * 2
-         : type == GGUF_Q8_0 ? count / 32 * 34 : count / 32 * 18;
-}
-
-etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err) {
-    memset(g, 0, sizeof *g);
-    g->w = base_calloc(1, sizeof(gw));
-    if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
-    gw *w = g->w;
-    w->f = fopen(path, "wb");
-    if (!w->f) {
-        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-        base_free(w);
-        g->w = NULL;
-        return st;
-    }
-    g->path = path;
-    w_bytes(w, "GGUF", 4);
-    w_u32(w, 3);
-    w_u64(w, n_tensors);
-    w_u64(w, 0); /* the key-value count, patched by gguf_writer_close */
-    return ETCH_OK;
-}
-
-void gguf_tensor_info(gguf_writer *g, const char *name, int type, uint64_t rows, uint64_t cols) {
-    gw *w = g->w;
-    w_str(w, name, strlen(name));
-    w_u32(w, cols ? 2 : 1);
-    if (cols) {
-        w_u64(w, cols);
-        w_u64(w, rows);
-    } else {
-        w_u64(w, rows);
-    }
-    w_u32(w, (uint32_t)type);
-    w_u64(w, g->data_size);
-    g->data_size = (g->data_size + type_bytes(type, rows * (cols ? cols : 1)) + 31) / 32 * 32;
-}
-
-void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) {
-    gw *w = g->w;
-    if (!g->data_started) { /* pad the header to the 32-byte alignment */
-        long pos = ftell(w->f);
-        static const uint8_t zero[32] = {0};
-        if (pos < 0) w->failed = 1;
-        else w_bytes(w, zero, (size_t)((32 - pos % 32) % 32));
-        g->data_started = 1;
-    }
-    uint8_t buf[68];
-    for (uint64_t i = 0; i < count;) {
-        if (type == GGUF_F32) {
-            w_bytes(w, x + i, 4);
-            i++;
-        } else if (type == GGUF_F16 || type == GGUF_BF16) {
-            uint16_t h = type == GGUF_F16 ? kern_f32_to_f16(x[i]) : kern_f32_to_bf16(x[i]);
-            w_bytes(w, &h, 2);
-            i++;
-        } else {
-            quant_block(type, x + i, buf);
-            w_bytes(w, buf, type == GGUF_Q8_0 ? 34 : 18);
-            i += 32;
-        }
-    }
-    uint64_t bytes = type_bytes(type, count);
-    static const uint8_t zero[32] = {0};
-    w_bytes(w, zero, (size_t)((32 - bytes % 32) % 32));
-}
-
-etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
-    gw *w = g->w;
-    if (!w) return base_fail(err, ETCH_ERR_IO, "gguf writer not open");
-    /* The key-value count goes into the header now that it is known. */
-    if (fseek(w->f, 16, SEEK_SET) != 0) w->failed = 1;
-    w_u64(w, g->n_kv);
-    int failed = w->failed;
-    if (fclose(w->f) != 0) failed = 1;
-    base_free(w);
-    g->w = NULL;
-    if (failed) {
-        remove(g->path);
-        return base_fail(err, ETCH_ERR_IO, "%s: write failed", g->path);
-    }
-    return ETCH_OK;
-}

@@ -1,0 +1,186 @@
+/* synth/gguf_writer: GGUF files written for `etch synth` (and the tests' llama.cpp peers). */
+#define _POSIX_C_SOURCE 200809L
+#include "gguf_writer.h"
+
+#include "../kernels/kernels.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gw {
+    FILE *f;
+    int failed;
+} gw;
+
+static void w_bytes(gw *w, const void *p, size_t n) {
+    if (!w->failed && n && fwrite(p, 1, n, w->f) != n) w->failed = 1;
+}
+static void w_u32(gw *w, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    w_bytes(w, b, 4);
+}
+static void w_u64(gw *w, uint64_t v) {
+    w_u32(w, (uint32_t)v);
+    w_u32(w, (uint32_t)(v >> 32));
+}
+static void w_str(gw *w, const char *s, size_t n) {
+    w_u64(w, n);
+    w_bytes(w, s, n);
+}
+static void w_key(gw *w, const char *k, uint32_t type) {
+    w_str(w, k, strlen(k));
+    w_u32(w, type);
+}
+
+void gguf_kv_str(gguf_writer *g, const char *key, const char *v) {
+    gw *w = g->w;
+    w_key(w, key, GGUF_T_STR);
+    w_str(w, v, strlen(v));
+    g->n_kv++;
+}
+void gguf_kv_u32(gguf_writer *g, const char *key, uint32_t v) {
+    w_key(g->w, key, GGUF_T_U32);
+    w_u32(g->w, v);
+    g->n_kv++;
+}
+void gguf_kv_f32(gguf_writer *g, const char *key, float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    w_key(g->w, key, GGUF_T_F32);
+    w_u32(g->w, b);
+    g->n_kv++;
+}
+void gguf_kv_bool(gguf_writer *g, const char *key, int v) {
+    uint8_t b = v != 0;
+    w_key(g->w, key, GGUF_T_BOOL);
+    w_bytes(g->w, &b, 1);
+    g->n_kv++;
+}
+void gguf_kv_arr_begin(gguf_writer *g, const char *key, int elem_type, uint64_t count) {
+    w_key(g->w, key, GGUF_T_ARR);
+    w_u32(g->w, (uint32_t)elem_type);
+    w_u64(g->w, count);
+    g->n_kv++;
+}
+void gguf_arr_str(gguf_writer *g, const char *s, size_t n) { w_str(g->w, s, n); }
+void gguf_arr_i32(gguf_writer *g, int32_t v) { w_u32(g->w, (uint32_t)v); }
+void gguf_arr_f32(gguf_writer *g, float v) {
+    uint32_t b;
+    memcpy(&b, &v, 4);
+    w_u32(g->w, b);
+}
+
+/* Quantizes one 32-value block as GGML does (Q8_0: scale max|x|/127; Q4_0: scale from the value of
+ * largest magnitude over -8, nibbles offset by 8). */
+static void quant_block(int type, const float *x, uint8_t *out) {
+    if (type == GGUF_Q8_0) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        uint16_t h = kern_f32_to_f16(d);
+        memcpy(out, &h, 2);
+        for (int i = 0; i < 32; i++) out[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
+    } else {
+        float amax = 0, max = 0;
+        for (int i = 0; i < 32; i++)
+            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+        float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+        uint16_t h = kern_f32_to_f16(d);
+        memcpy(out, &h, 2);
+        for (int i = 0; i < 16; i++) {
+            int a = (int)(x[i] * id + 8.5f), b = (int)(x[16 + i] * id + 8.5f);
+            a = a < 0 ? 0 : a > 15 ? 15 : a;
+            b = b < 0 ? 0 : b > 15 ? 15 : b;
+            out[2 + i] = (uint8_t)(a | b << 4);
+        }
+    }
+}
+
+static uint64_t type_bytes(int type, uint64_t count) {
+    return type == GGUF_F32 ? count * 4 : type == GGUF_F16 || type == GGUF_BF16 ? count * 2
+         : type == GGUF_Q8_0 ? count / 32 * 34 : count / 32 * 18;
+}
+
+etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err) {
+    memset(g, 0, sizeof *g);
+    g->w = base_calloc(1, sizeof(gw));
+    if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    gw *w = g->w;
+    w->f = fopen(path, "wb");
+    if (!w->f) {
+        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        base_free(w);
+        g->w = NULL;
+        return st;
+    }
+    g->path = path;
+    w_bytes(w, "GGUF", 4);
+    w_u32(w, 3);
+    w_u64(w, n_tensors);
+    w_u64(w, 0); /* the key-value count, patched by gguf_writer_close */
+    return ETCH_OK;
+}
+
+void gguf_tensor_info(gguf_writer *g, const char *name, int type, uint64_t rows, uint64_t cols) {
+    gw *w = g->w;
+    w_str(w, name, strlen(name));
+    w_u32(w, cols ? 2 : 1);
+    if (cols) {
+        w_u64(w, cols);
+        w_u64(w, rows);
+    } else {
+        w_u64(w, rows);
+    }
+    w_u32(w, (uint32_t)type);
+    w_u64(w, g->data_size);
+    g->data_size = (g->data_size + type_bytes(type, rows * (cols ? cols : 1)) + 31) / 32 * 32;
+}
+
+void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) {
+    gw *w = g->w;
+    if (!g->data_started) { /* pad the header to the 32-byte alignment */
+        long pos = ftell(w->f);
+        static const uint8_t zero[32] = {0};
+        if (pos < 0) w->failed = 1;
+        else w_bytes(w, zero, (size_t)((32 - pos % 32) % 32));
+        g->data_started = 1;
+    }
+    uint8_t buf[68];
+    for (uint64_t i = 0; i < count;) {
+        if (type == GGUF_F32) {
+            w_bytes(w, x + i, 4);
+            i++;
+        } else if (type == GGUF_F16 || type == GGUF_BF16) {
+            uint16_t h = type == GGUF_F16 ? kern_f32_to_f16(x[i]) : kern_f32_to_bf16(x[i]);
+            w_bytes(w, &h, 2);
+            i++;
+        } else {
+            quant_block(type, x + i, buf);
+            w_bytes(w, buf, type == GGUF_Q8_0 ? 34 : 18);
+            i += 32;
+        }
+    }
+    uint64_t bytes = type_bytes(type, count);
+    static const uint8_t zero[32] = {0};
+    w_bytes(w, zero, (size_t)((32 - bytes % 32) % 32));
+}
+
+etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
+    gw *w = g->w;
+    if (!w) return base_fail(err, ETCH_ERR_IO, "gguf writer not open");
+    /* The key-value count goes into the header now that it is known. */
+    if (fseek(w->f, 16, SEEK_SET) != 0) w->failed = 1;
+    w_u64(w, g->n_kv);
+    int failed = w->failed;
+    if (fclose(w->f) != 0) failed = 1;
+    base_free(w);
+    g->w = NULL;
+    if (failed) {
+        remove(g->path);
+        return base_fail(err, ETCH_ERR_IO, "%s: write failed", g->path);
+    }
+    return ETCH_OK;
+}
