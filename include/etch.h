@@ -317,8 +317,10 @@ etch_status etch_chat_render(const etch_program *p, const char *user, const etch
 
 /* ---------------------------------------------------------------- sessions and forward */
 
-/* Creates a session: a KV cache [n_layers, max_context_len, n_kv_heads * head_dim] for K and V, a
- * workspace for max_seq_len rows and a thread pool (one worker per physical core), all made here,
+/* Creates a session: a KV cache for K and V per layer, [kv rows, n_kv_heads * head_dim] where a
+ * full-attention layer keeps max_context_len rows and a sliding-window layer a ring of window +
+ * max_seq_len - 1 (etch_method_meta.kv_cache_bytes in all), a workspace for max_seq_len rows and a
+ * thread pool (one worker per physical core), all made here,
  * none in the token loop. Borrows the program. */
 etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err);
 /* As etch_session_new, with n_threads workers for its forward calls (0: the machine's physical

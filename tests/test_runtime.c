@@ -3,6 +3,7 @@
 #include "stories.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <unistd.h>
 
 static int stop_after;
@@ -98,9 +99,46 @@ static void test_forward_errors(void) {
     cfg.top_p = 1e-6f;
     etch_generate(s, "Once upon a time", &cfg, NULL, NULL);
     CHECK(memcmp(etch_session_generated_ids(s, &n), greedy, sizeof greedy) == 0, "top-p 1e-6 is greedy");
+    /* top-k with top-p: each sampled token is among the 20 most probable at its step, and inside the
+     * 0.9 nucleus of those 20 (the mass of the better ones, renormalized over the 20, is below 0.9),
+     * checked against the logits of the whole sequence prefilled again. */
     cfg.top_k = 20;
     cfg.top_p = 0.9f;
     CHECK(etch_generate(s, "Once upon a time", &cfg, NULL, NULL) == ETCH_OK, "top-k with top-p runs");
+    int32_t np, seq[300];
+    const int32_t *pid = etch_session_prompt_ids(s, &np), *gid = etch_session_generated_ids(s, &n);
+    memcpy(seq, pid, (size_t)np * sizeof *seq);
+    memcpy(seq + np, gid, (size_t)n * sizeof *seq);
+    int V = etch_program_meta(p)->vocab_size, outside = 0;
+    float *all = malloc((size_t)(np + n) * V * sizeof *all);
+    CHECK(etch_prefill(s, seq, np + n, 0, 0, all, 1) == ETCH_OK, "prefill again: %s", etch_session_error(s));
+    for (int i = 0; i < n; i++) {
+        const float *l = all + (size_t)(np - 1 + i) * V;
+        float pick = l[gid[i]], top[20];
+        int better = 0;
+        for (int v = 0; v < V; v++) better += l[v] > pick;
+        if (better >= 20) {
+            outside++;
+            continue;
+        }
+        for (int j = 0; j < 20; j++) top[j] = -INFINITY; /* the 20 largest logits, descending */
+        for (int v = 0; v < V; v++)
+            for (int j = 0; j < 20; j++)
+                if (l[v] > top[j]) {
+                    memmove(top + j + 1, top + j, (size_t)(19 - j) * sizeof *top);
+                    top[j] = l[v];
+                    break;
+                }
+        double z = 0, above = 0;
+        for (int j = 0; j < 20; j++) z += exp((double)top[j] - top[0]);
+        for (int j = 0; j < 20 && top[j] > pick; j++) above += exp((double)top[j] - top[0]) / z;
+        if (above >= 0.9 + 1e-4) outside++;
+    }
+    CHECK(n == 40 && outside == 0, "%d of %d tokens outside top-k 20 / top-p 0.9", outside, n);
+    free(all);
+    cfg.top_p = 1e-6f;
+    etch_generate(s, "Once upon a time", &cfg, NULL, NULL);
+    CHECK(memcmp(etch_session_generated_ids(s, &n), greedy, sizeof greedy) == 0, "top-k 20 with top-p 1e-6 is greedy");
 
     /* The callback can stop generation. */
     etch_generate_config_default(&cfg);

@@ -167,7 +167,7 @@ int cmd_run(int argc, char **argv) {
         snprintf(msg, sizeof msg, "%s: %s", path, etch_session_error(s));
         etch_session_free(s);
         etch_program_close(p);
-        free(rendered);
+        etch_free(rendered);
         return cli_fail(msg);
     }
     const etch_stats *st = etch_session_stats(s);
@@ -206,6 +206,7 @@ int cmd_run(int argc, char **argv) {
         if (!text) {
             etch_session_free(s);
             etch_program_close(p);
+            etch_free(rendered);
             return cli_fail("out of memory decoding the output");
         }
         printf("{\"prompt\": ");
@@ -233,7 +234,7 @@ int cmd_run(int argc, char **argv) {
     if (verbose) fprintf(stderr, "stop: %s\n", stop_reason_name(st->stop_reason));
     etch_session_free(s);
     etch_program_close(p);
-    free(rendered);
+    etch_free(rendered);
     return 0;
 }
 

@@ -25,17 +25,13 @@ from collections import namedtuple
 
 __all__ = ["ETModelForCausalLM", "EtchError", "Token", "library_version"]
 
-_STATUS = {0: "ok", 1: "bad argument", 2: "i/o error", 3: "format error", 4: "unsupported", 5: "out of memory",
-           6: "invalid input", 7: "context overflow", 8: "invalid text"}
-
-
 class EtchError(Exception):
     """An error from etch: .status is the etch_status code, str() is etch's message."""
 
     def __init__(self, status, message):
         super().__init__(message)
         self.status = status
-        self.status_name = _STATUS.get(status, "unknown")
+        self.status_name = _c().etch_status_string(status).decode()
 
 
 Token = namedtuple("Token", ["id", "text"])
@@ -55,7 +51,10 @@ class _MethodMeta(ctypes.Structure):
                                                "dim", "hidden_dim")] + \
                [("norm_eps", ctypes.c_float), ("rope_base", ctypes.c_float), ("tied_embeddings", ctypes.c_int32)] + \
                [(n, ctypes.c_char_p) for n in ("arch", "dtype", "rope_style", "tokenizer", "model_type",
-                                                "chat_template")]
+                                                "chat_template")] + \
+               [("sliding_window", ctypes.c_int32), ("n_window_layers", ctypes.c_int32),
+                ("layer_window", ctypes.POINTER(ctypes.c_int32)), ("kv_cache_bytes", ctypes.c_int64),
+                ("kv_cache_full_bytes", ctypes.c_int64)]
 
 
 class _GenerateConfig(ctypes.Structure):
@@ -93,6 +92,7 @@ def _load():
     P, I, S, E = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(_Error)
     sig = {
         "etch_version": (ctypes.c_char_p, []),
+        "etch_status_string": (ctypes.c_char_p, [I]),
         "etch_program_open": (I, [ctypes.c_char_p, ctypes.POINTER(P), E]),
         "etch_program_close": (None, [P]),
         "etch_program_meta": (ctypes.POINTER(_MethodMeta), [P]),
@@ -209,8 +209,10 @@ class ETModelForCausalLM:
     def method_meta(self):
         """The method metadata, with ExecuTorch's names."""
         m = self._meta
-        d = {name: getattr(m, name) for name, _ in _MethodMeta._fields_ if name not in ("eos_ids", "n_eos")}
+        d = {name: getattr(m, name) for name, _ in _MethodMeta._fields_
+             if name not in ("eos_ids", "n_eos", "layer_window")}
         d["eos_ids"] = [m.eos_ids[i] for i in range(m.n_eos)]
+        d["layer_window"] = [m.layer_window[i] for i in range(m.n_layers)] if m.layer_window else [0] * m.n_layers
         for k, v in d.items():
             if isinstance(v, bytes):
                 d[k] = v.decode()

@@ -68,6 +68,10 @@ class TestEtch(unittest.TestCase):
     def test_meta_and_stats(self):
         meta = self.m.method_meta()
         self.assertEqual((meta["max_seq_len"], meta["max_context_len"], meta["vocab_size"], meta["eos_ids"]), (128, 512, 512, [2]))
+        # the whole C struct is mirrored: the window and KV fields read through (5 layers, no window)
+        self.assertEqual((meta["sliding_window"], meta["n_window_layers"], meta["layer_window"]), (0, 0, [0] * 5))
+        self.assertEqual(meta["kv_cache_bytes"], meta["kv_cache_full_bytes"])
+        self.assertEqual(meta["kv_cache_bytes"], 2 * 5 * 512 * meta["n_kv_heads"] * meta["head_dim"] * 4)
         list(self.m.generate("Once", max_new_tokens=3))
         st = self.m.stats()
         for k in ("prompt_tokens", "generated_tokens", "model_load_start_ms", "inference_start_ms", "first_token_ms",

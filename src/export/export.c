@@ -5,6 +5,7 @@
 
 #include "../format/format.h"
 #include "../kernels/kernels.h"
+#include "../runtime/runtime.h"
 #include "../tokenizer/tokenizer.h"
 
 #include <stdio.h>
@@ -93,13 +94,13 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     else return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not one of f32, f16, bf16", dtype);
     if (!strcmp(m->chat_template, "?") && !o.chat_template)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
-                         "%s: the chat template is not one etch recognizes (qwen3, chatml, llama3, llama2): pass "
-                         "--chat-template NAME or --chat-template none",
-                         m->source);
+                         "%s: the chat template is not one etch recognizes (%s): pass --chat-template NAME or "
+                         "--chat-template none",
+                         m->source, rt_chat_template_list);
     const char *chat = o.chat_template ? o.chat_template : m->chat_template;
     if (strcmp(chat, "none") == 0) chat = "";
-    if (chat[0] && strcmp(chat, "chatml") && strcmp(chat, "qwen3") && strcmp(chat, "llama3") && strcmp(chat, "llama2"))
-        return base_fail(err, ETCH_ERR_ARG, "chat template '%s' is not one of none, chatml, qwen3, llama3, llama2", chat);
+    if (chat[0] && !rt_chat_template_known(chat))
+        return base_fail(err, ETCH_ERR_ARG, "chat template '%s' is not one of none, %s", chat, rt_chat_template_list);
 
     /* The tokenizer must be one the runtime accepts: check it before writing anything. */
     tok_tokenizer tok;

@@ -178,9 +178,9 @@ static etch_status add_text(samples *s, const etch_program *p, const char *text,
  * sees the template's special tokens (and Qwen3's think block when a turn has reasoning). */
 static etch_status render_chat(const etch_program *p, const cJSON *msgs, const char *where, char **out, etch_error *err) {
     const char *tpl = etch_program_meta(p)->chat_template;
-    if (strcmp(tpl, "chatml") && strcmp(tpl, "qwen3") && strcmp(tpl, "llama3"))
-        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: chat samples need a program with the chatml, qwen3 or llama3 "
-                         "template (this one has '%s')", where, tpl[0] ? tpl : "none");
+    if (!rt_chat_template_known(tpl))
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: chat samples need a program with a chat template (%s); this one "
+                         "has %s", where, rt_chat_template_list, tpl[0] ? tpl : "none");
     int n = cJSON_GetArraySize(msgs), i = 0;
     rt_chat_turn *turns = base_malloc((size_t)(n ? n : 1) * sizeof *turns);
     if (!turns) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a chat sample");

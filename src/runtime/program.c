@@ -350,8 +350,10 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
     }
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {
         const fmt_tensor *t = &p->file.tensors[i];
-        size_t len = strlen(t->name);
-        if (len > 6 && !strcmp(t->name + len - 6, ".scale")) continue; /* quantization scales are not parameters */
+        const char *dot = strrchr(t->name, '.');
+        /* quantization scales, a8w8's group sums (.wsum) and activation parameters (.act) are derived
+         * from the weights, not parameters */
+        if (dot && (!strcmp(dot, ".scale") || !strcmp(dot, ".wsum") || !strcmp(dot, ".act"))) continue;
         uint64_t count = 1;
         for (uint32_t d = 0; d < t->ndim; d++) count *= t->dims[d];
         p->n_params += count;

@@ -61,10 +61,15 @@ typedef struct rt_chat_turn {
     const char *role, *content, *reasoning;
 } rt_chat_turn;
 
-/* Writes turns[0..n) in chat template `name` (chatml, qwen3, llama3, llama2), then, when gen, the
+/* The chat templates etch renders natively: their names as "chatml, qwen3, ..." for messages, and
+ * whether a name is one of them. The exporter and calibration check names through these. */
+extern const char rt_chat_template_list[];
+int rt_chat_template_known(const char *name);
+
+/* Writes turns[0..n) in chat template `name` (rt_chat_template_list), then, when gen, the
  * assistant's header that asks for the next answer (qwen3 with think == 0: and an empty think block).
  * A qwen3 assistant turn with reasoning carries it in a think block. llama2 takes an optional system
- * turn and one user turn only. *out is base_malloc'ed. etch_chat_render and calibration's chat
+ * turn, then user and assistant turns in turn (the system text inside the first user turn). *out is base_malloc'ed. etch_chat_render and calibration's chat
  * samples both render through it. */
 etch_status rt_chat_render_turns(const char *name, const rt_chat_turn *turns, int n, int gen, int think, char **out,
                                  etch_error *err);

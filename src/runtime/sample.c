@@ -77,11 +77,18 @@ int32_t rt_sample(etch_session *s, const etch_generate_config *cfg, float *logit
         }
         return n - 1;
     }
+    /* The nucleus of the candidates: after top-k, of their own mass renormalized (as Hugging Face's
+     * and llama.cpp's samplers chain them); after the top-p cut alone, of the whole distribution. */
+    float total = 1.0f;
+    if (cfg->top_k > 0 && cfg->top_k < n) {
+        total = 0.0f;
+        for (int i = 0; i < m; i++) total += c[i].p;
+    }
     float mass = 0.0f;
     int keep = m;
     for (int i = 0; i < m; i++) {
         mass += c[i].p;
-        if (cfg->top_p < 1.0f && mass > cfg->top_p) {
+        if (cfg->top_p < 1.0f && mass > cfg->top_p * total) {
             keep = i + 1;
             break;
         }
