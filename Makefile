@@ -34,8 +34,8 @@ test-sanitize: setup
 	cd $(BUILD)-asan && LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -R test_python
 	cmake -S . -B $(BUILD)-tsan -DETCH_WERROR=ON -DETCH_SANITIZE=thread >/dev/null
-	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_concurrency test_window test_prefill
-	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R "test_concurrency|test_window|test_prefill"
+	cmake --build $(BUILD)-tsan -j $(JOBS) --target test_concurrency test_window test_prefill test_untrusted
+	cd $(BUILD)-tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R "test_concurrency|test_window|test_prefill|test_untrusted"
 
 # Every libFuzzer harness (fuzz/) for FUZZ_SECONDS each, under ASan and UBSan, built with clang.
 FUZZ_SECONDS ?= 60

@@ -46,7 +46,10 @@ typedef enum etch_status {
     ETCH_ERR_NOMEM = 5,       /* an allocation failed */
     ETCH_ERR_INPUT = 6,       /* a forward call's inputs break the method's contract */
     ETCH_ERR_CONTEXT = 7,     /* the tokens do not fit the context */
-    ETCH_ERR_TEXT = 8         /* text is not valid UTF-8 */
+    ETCH_ERR_TEXT = 8,        /* text is not valid UTF-8 */
+    ETCH_ERR_CANCELLED = 9,   /* etch_session_cancel stopped the call; the session is usable again */
+    ETCH_ERR_NUMERIC = 10,    /* the logits are not finite (NaN or infinity): a broken program or kernel */
+    ETCH_ERR_LIMIT = 11       /* a configured limit (etch_session_set_limits, etch_set_memory_budget) */
 } etch_status;
 
 /* A short name for a status, e.g. "format error". Static storage. */
@@ -324,13 +327,49 @@ etch_status etch_chat_render(const etch_program *p, const char *user, const etch
  * none in the token loop. Borrows the program. */
 etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *err);
 /* As etch_session_new, with n_threads workers for its forward calls (0: the machine's physical
- * cores). The threads are created here, once, and live as long as the session. */
+ * cores; more than the processors online is capped to them, as extra threads only wait on each
+ * other: etch_session_threads says how many run). The threads are created here, once, and live as
+ * long as the session. */
 etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_session **out, etch_error *err);
 int etch_session_threads(const etch_session *s);
 void etch_session_free(etch_session *s);
 
 /* The last error message of this session ("" when none). Valid until the next call on it. */
 const char *etch_session_error(const etch_session *s);
+
+/* Memory. A session reserves, when it is made, its KV cache (etch_method_meta.kv_cache_bytes), a
+ * workspace for max_seq_len rows, the logits and per-position buffers: etch_session_memory_bytes.
+ * They are reserved as virtual memory (zero pages the kernel supplies on first touch), so a new
+ * session costs little resident memory until its positions are written; a full context touches all
+ * of it. A process-wide budget, when set, counts the reserved bytes of every live session and
+ * refuses a new session that would pass it (ETCH_ERR_LIMIT, with the figures), instead of letting a
+ * later write end in the kernel's out-of-memory killer. 0 (the default) sets no budget. Returns
+ * ETCH_ERR_ARG for a negative budget. A budget below what live sessions hold refuses new ones only. */
+etch_status etch_set_memory_budget(int64_t bytes);
+/* The bytes the live sessions of this process have reserved, and the budget (0: none). */
+int64_t etch_memory_in_use(void);
+int64_t etch_memory_budget(void);
+/* The bytes this session reserved (counted against the budget). */
+int64_t etch_session_memory_bytes(const etch_session *s);
+
+/* Asks the session's current call to stop: tokenizing a prompt (checked every few thousand
+ * pre-tokens), prefill (between forward calls) and decoding (before each token). A generation
+ * stopped while decoding ends normally with stop_reason 4 (cancelled); one stopped before its first
+ * token returns ETCH_ERR_CANCELLED. The session stays usable. Safe from another thread and from a
+ * signal handler (one atomic store). Each call that starts work (etch_generate_start, etch_prefill)
+ * clears the request first, so a request made while no call runs is dropped. */
+void etch_session_cancel(etch_session *s);
+
+/* Limits applied before any work, for callers that take prompts from strangers: a prompt longer
+ * than max_prompt_bytes is refused before it is tokenized, one of more than max_prompt_tokens
+ * before prefill, and a request for more than max_new_tokens before either (ETCH_ERR_LIMIT). 0 sets
+ * no limit (the context still bounds the tokens). */
+typedef struct etch_limits {
+    int64_t max_prompt_bytes;
+    int32_t max_prompt_tokens;
+    int32_t max_new_tokens;
+} etch_limits;
+etch_status etch_session_set_limits(etch_session *s, const etch_limits *limits);
 
 /* One forward call: tokens[n] at positions start_pos .. start_pos+n-1, over the KV cache, which it
  * extends. Requires 1 <= n <= max_seq_len, 0 <= start_pos, start_pos + n <= max_context_len and every
@@ -427,7 +466,8 @@ typedef struct etch_stats {
     etch_prefill_mode prefill_used; /* BATCHED or SEQUENTIAL: what ran */
     int32_t n_chunks;
     const int32_t *chunks;          /* [n_chunks] tokens per prefill forward call */
-    int32_t stop_reason;            /* 0: max_new_tokens, 1: EOS, 2: context full, 3: callback */
+    int32_t stop_reason;            /* 0: max_new_tokens, 1: EOS, 2: context full, 3: callback or
+                                     * etch_generate_stop, 4: etch_session_cancel */
 } etch_stats;
 
 const etch_stats *etch_session_stats(const etch_session *s);

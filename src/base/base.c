@@ -28,6 +28,9 @@ const char *etch_status_string(etch_status st) {
     case ETCH_ERR_INPUT: return "invalid input";
     case ETCH_ERR_CONTEXT: return "context overflow";
     case ETCH_ERR_TEXT: return "invalid text";
+    case ETCH_ERR_CANCELLED: return "cancelled";
+    case ETCH_ERR_NUMERIC: return "non-finite logits";
+    case ETCH_ERR_LIMIT: return "over a limit";
     }
     return "unknown status";
 }

@@ -123,6 +123,11 @@ void base_pool_free(base_pool *p) {
     base_free(p);
 }
 
+int base_online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 && n < 1 << 20 ? (int)n : 0;
+}
+
 int base_physical_cores(void) {
     /* Distinct (package, core) pairs under sysfs; the online CPU count when sysfs says nothing. */
     long n_cpu = sysconf(_SC_NPROCESSORS_ONLN);

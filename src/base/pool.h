@@ -19,6 +19,8 @@ void base_pool_free(base_pool *p);
 
 /* Physical cores (hyperthreads counted once), at least 1. */
 int base_physical_cores(void);
+/* Processors online (sysconf), or 0 when the system does not say. */
+int base_online_cpus(void);
 
 /* Splits [0, n) into `parts` nearly equal ranges aligned to `align`: range i is [*b, *e). */
 void base_split(int n, int parts, int i, int align, int *b, int *e);

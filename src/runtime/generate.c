@@ -2,6 +2,7 @@
  * decode token by token, recording the stats. */
 #include "runtime.h"
 
+#include <math.h>
 #include <string.h>
 
 void etch_generate_config_default(etch_generate_config *cfg) {
@@ -44,7 +45,6 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     if (cfg.prefill != ETCH_PREFILL_AUTO && cfg.prefill != ETCH_PREFILL_BATCHED &&
         cfg.prefill != ETCH_PREFILL_SEQUENTIAL)
         return rt_fail(s, ETCH_ERR_ARG, "unknown prefill mode %d", (int)cfg.prefill);
-
     etch_stats *st = &s->stats;
     memset(st, 0, sizeof *st);
     st->chunks = s->chunks;
@@ -54,19 +54,31 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     s->n_generated = 0;
     s->rng = cfg.seed ? cfg.seed : 0x9E3779B97F4A7C15ull;
     s->utf8.n_held = 0;
+    rt_cancel_clear(s);
+    const etch_limits *lim = &s->limits;
+    size_t prompt_bytes = strlen(prompt);
+    if (lim->max_new_tokens && cfg.max_new_tokens > lim->max_new_tokens)
+        return rt_fail(s, ETCH_ERR_LIMIT, "%d new tokens asked, but this session allows at most %d per call",
+                       cfg.max_new_tokens, lim->max_new_tokens);
+    if (lim->max_prompt_bytes && (int64_t)prompt_bytes > lim->max_prompt_bytes)
+        return rt_fail(s, ETCH_ERR_LIMIT, "the prompt has %zu bytes, but this session allows at most %lld", prompt_bytes,
+                       (long long)lim->max_prompt_bytes);
 
     /* Encode. */
     base_free(s->prompt);
     s->prompt = NULL;
     s->n_prompt = 0;
     etch_error err;
-    etch_status rc = tok_encode(&p->tok, prompt, strlen(prompt), cfg.add_bos, &s->prompt, &s->n_prompt, &err);
+    etch_status rc = tok_encode(&p->tok, prompt, prompt_bytes, cfg.add_bos, &s->cancel, &s->prompt, &s->n_prompt, &err);
     if (rc) return rt_fail(s, rc, "prompt: %s", err.message);
     st->token_encode_end_ms = now_ms();
     int32_t n_prompt = s->n_prompt;
     st->prompt_tokens = n_prompt;
     if (n_prompt == 0)
         return rt_fail(s, ETCH_ERR_ARG, "the prompt is empty and no BOS token is added: nothing to condition on");
+    if (lim->max_prompt_tokens && n_prompt > lim->max_prompt_tokens)
+        return rt_fail(s, ETCH_ERR_LIMIT, "the prompt has %d tokens, but this session allows at most %d", n_prompt,
+                       lim->max_prompt_tokens);
     if (n_prompt > m->max_context_len)
         return rt_fail(s, ETCH_ERR_CONTEXT,
                        "the prompt has %d tokens but the context holds %d (max_context_len): shorten the prompt "
@@ -78,7 +90,10 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     st->prefill_used = bound > 1 ? ETCH_PREFILL_BATCHED : ETCH_PREFILL_SEQUENTIAL;
     st->model_execution_start_ms = now_ms();
     rc = rt_prefill(s, s->prompt, n_prompt, 0, bound, s->logits, 0, s->chunks, &st->n_chunks);
-    if (rc) return rc;
+    if (rc) {
+        if (rc == ETCH_ERR_CANCELLED) st->stop_reason = 4, st->prompt_eval_end_ms = st->inference_end_ms = now_ms();
+        return rc;
+    }
     int32_t pos = n_prompt;
     st->prompt_eval_end_ms = now_ms();
     st->model_execution_end_ms = st->prompt_eval_end_ms;
@@ -122,6 +137,10 @@ etch_status etch_generate_next(etch_session *s, int32_t *token, const char **tex
         finish(s, 0, token, text, len);
         return ETCH_OK;
     }
+    if (rt_cancelled(s)) {
+        finish(s, 4, token, text, len);
+        return ETCH_OK;
+    }
     if (s->n_generated > 0) {
         if (is_eos(m, s->gen.prev)) {
             finish(s, 1, token, text, len);
@@ -139,6 +158,15 @@ etch_status etch_generate_next(etch_session *s, int32_t *token, const char **tex
         s->gen.pos++;
         st->model_execution_end_ms = now_ms();
     }
+    int32_t vocab = m->vocab_size;
+    for (int32_t i = 0; i < vocab; i++) /* NaN or infinity would sample one id forever, silently */
+        if (!isfinite(s->logits[i])) {
+            s->gen.active = 0;
+            return rt_fail(s, ETCH_ERR_NUMERIC,
+                           "the logits at position %d are not finite (id %d is %g): the program's weights or a kernel "
+                           "are broken (`etch inspect` verifies the file's data hash)",
+                           s->gen.pos - 1, i, (double)s->logits[i]);
+        }
     double t0 = base_now_us();
     int32_t tok = rt_sample(s, cfg, s->logits);
     s->gen.sampling_us += base_now_us() - t0;

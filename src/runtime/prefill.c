@@ -25,6 +25,8 @@ etch_status rt_prefill(etch_session *s, const int32_t *tokens, int32_t n, int32_
                            tokens[i], i, m->vocab_size);
     int32_t vocab = m->vocab_size;
     for (int32_t pos = 0; pos < n;) {
+        if (rt_cancelled(s))
+            return rt_fail(s, ETCH_ERR_CANCELLED, "prefill was cancelled after %d of %d tokens", pos, n);
         int32_t c = n - pos < bound ? n - pos : bound;
         float *out = !logits ? NULL : all_logits ? logits + (size_t)pos * (size_t)vocab : pos + c == n ? logits : NULL;
         etch_status rc = etch_forward(s, tokens + pos, c, start_pos + pos, out, all_logits);
@@ -39,6 +41,7 @@ etch_status etch_prefill(etch_session *s, const int32_t *tokens, int32_t n, int3
                          float *logits, int all_logits) {
     if (!s) return ETCH_ERR_ARG;
     s->error[0] = '\0';
+    rt_cancel_clear(s);
     return rt_prefill(s, tokens, n, start_pos, bound, logits, all_logits, NULL, NULL);
 }
 

@@ -43,6 +43,9 @@ struct etch_session {
     int32_t n_generated;
     int32_t *chunks;        /* [max_context_len] prefill chunk sizes */
     int32_t kv_end;         /* positions 0 .. kv_end-1 have been written by forward calls */
+    int cancel;             /* set by etch_session_cancel (any thread, a signal handler), read atomically */
+    etch_limits limits;     /* etch_session_set_limits; zeros: none */
+    int64_t reserved;       /* bytes counted against the memory budget */
     etch_stats stats;
     uint64_t rng;
     /* Generation in progress (etch_generate_start .. etch_generate_next). */
@@ -91,6 +94,14 @@ void rt_set_observer(etch_session *s, model_observer fn, void *user);
 /* Appends the method metadata and the inputs of a forward call to buf (cap bytes in all): what
  * ExecuTorch's runner prints when a call fails. */
 void rt_describe_call(const etch_program *p, const int32_t *tokens, int32_t n, int32_t start_pos, char *buf, size_t cap);
+
+/* The memory budget (limits.c): admits `bytes` more of reservations or refuses with the figures;
+ * release gives them back. */
+etch_status rt_memory_admit(int64_t bytes, etch_error *err);
+void rt_memory_release(int64_t bytes);
+/* The session's cancel request: read, and cleared when a call starts work. */
+int rt_cancelled(const etch_session *s);
+void rt_cancel_clear(etch_session *s);
 
 /* Records a message in the session and returns st. */
 etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

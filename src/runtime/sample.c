@@ -4,6 +4,7 @@
 
 #include "../kernels/kernels.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* xorshift64*, as llama2.c samples: a seed gives the same tokens on every machine. */
@@ -56,6 +57,11 @@ static int top_k_select(const float *probs, int n, int k, rt_cand *c) {
 int32_t rt_sample(etch_session *s, const etch_generate_config *cfg, float *logits) {
     int n = s->prog->meta.vocab_size;
     if (cfg->temperature <= 0.0f) return kern_argmax(logits, n);
+    /* A temperature so small that a logit over it overflows to infinity leaves softmax nothing but
+     * NaN: the limit of sampling as the temperature falls is greedy, so that is what it gets. */
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) amax = fabsf(logits[i]) > amax ? fabsf(logits[i]) : amax;
+    if (isinf(amax / cfg->temperature)) return kern_argmax(logits, n);
     for (int i = 0; i < n; i++) logits[i] /= cfg->temperature;
     kern_softmax(logits, n);
     rt_cand *c = s->cand;

@@ -21,6 +21,8 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
     base_clear(err);
     if (n_threads < 0 || n_threads > 256) return base_fail(err, ETCH_ERR_ARG, "threads %d is outside 0..256", n_threads);
     if (n_threads == 0) n_threads = base_physical_cores();
+    int online = base_online_cpus();
+    if (online > 0 && n_threads > online) n_threads = online; /* more threads than processors only wait */
     if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: out is NULL");
     *out = NULL;
     if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: program is NULL");
@@ -46,12 +48,20 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate session buffers");
     }
     s->stats.chunks = s->chunks;
+    int64_t bytes = (int64_t)s->st.bytes + (int64_t)(vocab * (sizeof *s->logits + sizeof *s->cand) + s->text_cap +
+                                                     ctx * (sizeof *s->generated + sizeof *s->chunks));
+    if ((st = rt_memory_admit(bytes, err))) {
+        etch_session_free(s);
+        return st;
+    }
+    s->reserved = bytes;
     *out = s;
     return ETCH_OK;
 }
 
 void etch_session_free(etch_session *s) {
     if (!s) return;
+    rt_memory_release(s->reserved);
     base_pool_free(s->pool);
     model_state_free(&s->st);
     base_free(s->logits), base_free(s->cand), base_free(s->text), base_free(s->prompt), base_free(s->generated), base_free(s->chunks);
@@ -158,7 +168,7 @@ etch_status etch_tokenize(const etch_program *p, const char *text, size_t len, i
                           int32_t *n_out, etch_error *err) {
     base_clear(err);
     if (!p || !ids_out || !n_out || (!text && len)) return base_fail(err, ETCH_ERR_ARG, "etch_tokenize: NULL argument");
-    return tok_encode(&p->tok, text ? text : "", len, add_bos, ids_out, n_out, err);
+    return tok_encode(&p->tok, text ? text : "", len, add_bos, NULL, ids_out, n_out, err);
 }
 
 etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n, char **text_out, size_t *len_out,

@@ -259,6 +259,8 @@ typedef struct cand {
 } cand;
 
 typedef struct bpe_work {
+    const int *cancel; /* NULL, or the caller's flag: stop when it is set */
+    unsigned ticks;    /* work done since the flag was last read */
     sym *syms;
     size_t syms_cap;
     cand *heap;
@@ -266,6 +268,11 @@ typedef struct bpe_work {
     char *scratch;     /* [2 * max_piece_len] */
     int oom;
 } bpe_work;
+
+/* Whether the caller asked to stop; reads the flag once per 4096 ticks of work. */
+static int stop_asked(bpe_work *w) {
+    return w->cancel && (++w->ticks & 4095) == 0 && __atomic_load_n(w->cancel, __ATOMIC_RELAXED);
+}
 
 static int cand_less(const cand *a, const cand *b) {
     return a->prio < b->prio || (a->prio == b->prio && a->pos < b->pos);
@@ -381,6 +388,7 @@ static etch_status bpe_word(const tok_tokenizer *t, bpe_work *w, const char *s, 
     w->heap_n = 0;
     for (size_t i = 0; i + 1 < n; i++) try_pair(t, w, (int32_t)i, (int32_t)i + 1);
     while (w->heap_n > 0 && !w->oom) {
+        if (stop_asked(w)) return base_fail(err, ETCH_ERR_CANCELLED, "tokenizing was cancelled");
         cand c = heap_pop(w);
         sym *a = &w->syms[c.pos];
         if (a->id != c.left || a->next < 0 || w->syms[a->next].id != c.right) continue; /* stale */
@@ -441,7 +449,14 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
         if (!md) st = base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
         size_t pos = 0, from = 0;
         while (!st && from < len) {
-            int rc = pcre2_match((const pcre2_code *)t->re, (PCRE2_SPTR)s, len, from, 0, md,
+            if (stop_asked(w)) {
+                st = base_fail(err, ETCH_ERR_CANCELLED, "tokenizing was cancelled");
+                break;
+            }
+            /* NO_UTF_CHECK: tok_encode validated the text once (NFC and the dummy prefix keep it
+             * valid); without it PCRE2 checks the whole subject again on every call, once per
+             * pre-token, which made tokenizing quadratic in the text's length. */
+            int rc = pcre2_match((const pcre2_code *)t->re, (PCRE2_SPTR)s, len, from, PCRE2_NO_UTF_CHECK, md,
                                  (pcre2_match_context *)t->re_mctx);
             if (rc == PCRE2_ERROR_NOMATCH) break;
             if (rc < 0) {
@@ -480,8 +495,8 @@ static int32_t match_added_at(const tok_tokenizer *t, const char *s, size_t n) {
     return -1;
 }
 
-etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids_out,
-                       int32_t *n_out, etch_error *err) {
+etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, const int *cancel,
+                       int32_t **ids_out, int32_t *n_out, etch_error *err) {
     *ids_out = NULL;
     *n_out = 0;
     const uint8_t *u = (const uint8_t *)text;
@@ -491,6 +506,7 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
     if (len > (size_t)INT32_MAX / 2) return base_fail(err, ETCH_ERR_ARG, "text of %zu bytes is too long", len);
     ids_buf out = {0};
     bpe_work w = {0};
+    w.cancel = cancel;
     w.scratch = base_malloc((size_t)t->max_piece_len * 2 + 8);
     if (!w.scratch) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
     if (add_bos && t->s.bos_id >= 0) push_id(&out, t->s.bos_id);
@@ -498,6 +514,10 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
     size_t start = 0;
     int first = 1;
     for (size_t i = 0; i < len && !st && t->n_added > 0;) {
+        if (stop_asked(&w)) {
+            st = base_fail(err, ETCH_ERR_CANCELLED, "tokenizing was cancelled");
+            break;
+        }
         int32_t id = match_added_at(t, text + i, len - i);
         if (id < 0) {
             i++;

@@ -60,9 +60,12 @@ typedef struct tok_tokenizer {
 etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, etch_error *err);
 void tok_free(tok_tokenizer *t);
 
-/* Encodes UTF-8 text (refused with ETCH_ERR_TEXT if invalid). *ids is malloc'ed; caller frees. */
-etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, int32_t **ids,
-                       int32_t *n, etch_error *err);
+/* Encodes UTF-8 text (refused with ETCH_ERR_TEXT if invalid). *ids is malloc'ed; caller frees.
+ * cancel: NULL, or a flag read (atomically) every few thousand pre-tokens and merges; once it is
+ * non-zero the call stops with ETCH_ERR_CANCELLED. The work is linear in the text's length (up to
+ * the heap's log factor within one word); memory is about 40 bytes per byte of the longest word. */
+etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, const int *cancel,
+                       int32_t **ids, int32_t *n, etch_error *err);
 
 /* Decoding flags. */
 enum { TOK_SKIP_CONTROL = 1 };
