@@ -114,8 +114,25 @@ expect_error 1 "flip.etch: checksum mismatch" -- "$ETCH" inspect "$WORK/flip.etc
 cp "$P" "$WORK/flipdata.etch"; printf '\x77' | dd of="$WORK/flipdata.etch" bs=1 seek=$((sd - 100)) conv=notrunc 2>/dev/null
 expect_error 1 "flipdata.etch: tensor data hash mismatch" -- "$ETCH" inspect "$WORK/flipdata.etch"
 expect_error 1 "not an etch program" -- "$ETCH" run "$S/stories260K.bin" -p x
-expect_error 1 "invalid-dir/x.etch.tmp: cannot write" -- "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/invalid-dir/x.etch"
+expect_error 1 "invalid-dir/x.etch: cannot write" -- "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/invalid-dir/x.etch"
 check "no partial output" test ! -e "$WORK/invalid-dir/x.etch"
+# Outputs are written whole or not at all, through a temporary no one else holds (new-user issue, 2).
+EXP=(export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin")
+expect_error 1 "/dev/null exists and is not a regular file (a device)" -- "$ETCH" "${EXP[@]}" -o /dev/null
+check "/dev/null is still a device" test -c /dev/null
+mkdir -p "$WORK/adir"
+expect_error 1 "adir exists and is not a regular file (a folder)" -- "$ETCH" "${EXP[@]}" -o "$WORK/adir"
+echo "mine" >"$WORK/own.etch.tmp"
+check "export beside a user's PATH.tmp" "$ETCH" "${EXP[@]}" -o "$WORK/own.etch"
+check "the user's PATH.tmp is untouched" test "$(cat "$WORK/own.etch.tmp")" = mine
+check "no temporary left behind" test -z "$(ls -A "$WORK" | grep '^\.own\.etch\.')"
+cp "$P" "$WORK/target.etch"; ln -sf target.etch "$WORK/link.etch"
+check "export through a symlink" "$ETCH" "${EXP[@]}" -o "$WORK/link.etch" --max-context-len 64
+check "the link stays a link" test -L "$WORK/link.etch"
+check "its target was written" test "$("$ETCH" inspect "$WORK/target.etch" | grep -c 'max_context_len.*64')" -ge 1
+cp "$P" "$WORK/keep.etch"; before=$(md5sum <"$WORK/keep.etch")
+expect_error 2 "dtype" -- "$ETCH" "${EXP[@]}" -o "$WORK/keep.etch" --dtype f8
+check "a failed export leaves the old file as it was" test "$(md5sum <"$WORK/keep.etch")" = "$before"
 "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/ctx8.etch" --max-context-len 8 2>/dev/null
 expect_error 1 "prompt has .* tokens but the context holds 8" -- "$ETCH" run "$WORK/ctx8.etch" -p "Once upon a time, there was a little girl named Lily."
 expect_error 1 "not valid UTF-8: bad byte 0xff at offset 3" -- "$ETCH" run "$P" -p $'abc\xff'

@@ -3,6 +3,7 @@
 #include "format/format.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static void spit(const char *path, const uint8_t *p, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -35,6 +36,14 @@ static etch_status open_bytes(const uint8_t *p, size_t n, etch_error *err) {
     return st;
 }
 
+/* A check that records the temporary's name and refuses it. */
+static char refused_tmp[1024];
+static etch_status refuse(const char *tmp, void *user, etch_error *err) {
+    (void)user;
+    snprintf(refused_tmp, sizeof refused_tmp, "%s", tmp);
+    return base_fail(err, ETCH_ERR_FORMAT, "refused");
+}
+
 int main(void) {
     char path[512];
     snprintf(path, sizeof path, "%s/roundtrip.etch", ETCH_TEST_TMP);
@@ -51,7 +60,7 @@ int main(void) {
     fmt_add_tensor(w, "a", FMT_DT_F32, 1, da, a);
     fmt_add_tensor(w, "b", FMT_DT_F32, 2, db, b);
     etch_error err;
-    REQUIRE(fmt_writer_write(w, path, &err) == ETCH_OK, "write: %s", err.message);
+    REQUIRE(fmt_writer_write(w, path, NULL, NULL, &err) == ETCH_OK, "write: %s", err.message);
     fmt_writer_free(w);
 
     fmt_file f;
@@ -160,7 +169,16 @@ int main(void) {
     /* The writer leaves nothing behind when it cannot write. */
     w = fmt_writer_new();
     fmt_put_i32(w, "x", 1);
-    CHECK(fmt_writer_write(w, "/nonexistent-dir/x.etch", &err) == ETCH_ERR_IO, "unwritable: %s", err.message);
+    CHECK(fmt_writer_write(w, "/nonexistent-dir/x.etch", NULL, NULL, &err) == ETCH_ERR_IO, "unwritable: %s", err.message);
+    /* A check that refuses the finished file leaves the destination as it was, and no temporary. */
+    size_t before_len, after_len;
+    char *before = check_read_file(path, &before_len);
+    CHECK(fmt_writer_write(w, path, refuse, NULL, &err) == ETCH_ERR_FORMAT && !strstr(err.message, ".XXX"),
+          "refused by the check: %s", err.message);
+    char *after = check_read_file(path, &after_len);
+    CHECK(before && after && before_len == after_len && !memcmp(before, after, before_len), "destination unchanged");
+    CHECK(access(refused_tmp, F_OK) != 0 && refused_tmp[0], "temporary %s removed", refused_tmp);
+    free(before), free(after);
     fmt_writer_free(w);
     free(orig);
     free(p);

@@ -62,7 +62,7 @@ static int widen_scales(const char *in, const char *out) {
             fmt_add_tensor(w, t->name, t->dtype, t->ndim, t->dims, t->data);
         }
     }
-    int ok = fmt_writer_write(w, out, &err) == ETCH_OK;
+    int ok = fmt_writer_write(w, out, NULL, NULL, &err) == ETCH_OK;
     fmt_writer_free(w);
     for (uint32_t i = 0; i < f.n_tensors; i++) free(wide[i]);
     free(wide);

@@ -6,6 +6,7 @@
 #include "etch.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,21 @@ void base_map_close(base_map *m);
 
 /* Reads a whole file into a malloc'ed buffer (caller frees). For small inputs at export time. */
 etch_status base_read_file(const char *path, uint8_t **data, uint64_t *size, etch_error *err);
+
+/* An output file written whole or not at all (outfile.c): bytes go to a temporary beside the
+ * destination (mkstemp), finish flushes them to disk, commit renames the temporary over the
+ * destination; abort (or any failure) removes the temporary. A device, folder, pipe or socket at the
+ * destination is refused; a symbolic link is written through to its target. Messages name `path`. */
+typedef struct base_outfile {
+    FILE *f;           /* write here between open and finish */
+    const char *path;  /* as the caller gave it */
+    char *tmp, *final; /* the temporary, and the file it will replace (the link's target for a link) */
+} base_outfile;
+etch_status base_out_open(base_outfile *o, const char *path, etch_error *err);
+/* Flushes and closes the temporary (o->tmp can then be read back to check it). */
+etch_status base_out_finish(base_outfile *o, etch_error *err);
+etch_status base_out_commit(base_outfile *o, etch_error *err);
+void base_out_abort(base_outfile *o);
 
 /* Checked arithmetic on sizes read from files: return 0 on overflow. */
 static inline int base_mul_u64(uint64_t a, uint64_t b, uint64_t *out) {

@@ -214,21 +214,12 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         fmt_add_tensor(w, t->name, fmt_of(target), t->ndim, dims, data);
         if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
     }
-    if (!st) st = fmt_writer_write(w, out_path, err);
+    /* the file replaces out_path only after it opens with the runtime's own checks */
+    if (!st) st = fmt_writer_write(w, out_path, rt_check_written, (void *)out_path, err);
     fmt_writer_free(w);
     for (int32_t i = 0; i < 2 * m->n_tensors; i++) base_free(conv[i]);
     base_free(conv);
-    if (st) return st;
-
-    /* Open what was written, with the runtime's own checks, so a bad export never leaves a file. */
-    etch_program *p;
-    st = etch_program_open(out_path, &p, err);
-    if (st) {
-        remove(out_path);
-        return st;
-    }
-    etch_program_close(p);
-    return ETCH_OK;
+    return st;
 }
 
 /* ------------------------------------------------------------------ from each source */

@@ -397,7 +397,7 @@ void fmt_add_tensor(fmt_writer *w, const char *name, uint32_t dtype, uint32_t nd
 
 static int write_all(FILE *fp, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, fp) == n; }
 
-etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
+etch_status fmt_writer_write(fmt_writer *w, const char *path, fmt_check_fn check, void *check_user, etch_error *err) {
     if (w->failed) return base_fail(err, ETCH_ERR_NOMEM, "%s: %s", path, w->why);
     uint64_t meta_off = FMT_HEADER_SIZE, dir_off = meta_off + w->meta.len;
     uint64_t data_off = align_up(dir_off + w->dir.len, FMT_ALIGN);
@@ -470,22 +470,17 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     buf_u64(w, &hdr, ck);
     base_free(both.p);
 
-    size_t plen = strlen(path);
-    char *tmp = base_malloc(plen + 5);
-    if (!tmp || w->failed) {
+    if (w->failed) {
         base_free(hdr.p);
-        base_free(tmp);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", tmp, strerror(errno));
+    base_outfile out;
+    etch_status st = base_out_open(&out, path, err);
+    if (st) {
         base_free(hdr.p);
-        base_free(tmp);
         return st;
     }
+    FILE *fp = out.f;
     int ok = write_all(fp, hdr.p, hdr.len) && write_all(fp, w->meta.p, w->meta.len) &&
              write_all(fp, w->dir.p, w->dir.len);
     uint64_t pos = dir_off + w->dir.len;
@@ -498,18 +493,15 @@ etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err) {
     }
     ok = ok && write_all(fp, zeros, (size_t)(data_size - at));
     int e = errno;
-    if (fclose(fp) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
     base_free(hdr.p);
-    if (!ok || rename(tmp, path) != 0) {
-        if (ok) e = errno;
-        remove(tmp);
-        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-        base_free(tmp);
+    if (!ok) {
+        base_out_abort(&out);
+        return base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    if ((st = base_out_finish(&out, err))) return st;
+    if (check && (st = check(out.tmp, check_user, err))) { /* the caller's check of the finished file */
+        base_out_abort(&out);
         return st;
     }
-    base_free(tmp);
-    return ETCH_OK;
+    return base_out_commit(&out, err);
 }

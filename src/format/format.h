@@ -82,7 +82,11 @@ void fmt_put_bytes(fmt_writer *w, const char *key, const void *v, uint32_t n);
 /* Borrows data (nbytes = product of dims * dtype size) until fmt_writer_write returns. */
 void fmt_add_tensor(fmt_writer *w, const char *name, uint32_t dtype, uint32_t ndim,
                     const uint64_t *dims, const void *data);
-/* Writes path.tmp and renames it to path. Nothing is left at path on failure. */
-etch_status fmt_writer_write(fmt_writer *w, const char *path, etch_error *err);
+/* Checks a finished file at tmp_path before it replaces the destination (the exporter opens it with
+ * the runtime's own checks). Returns ETCH_OK to let it through. */
+typedef etch_status (*fmt_check_fn)(const char *tmp_path, void *user, etch_error *err);
+/* Writes the file whole or not at all (base_outfile): a temporary beside path, then check (when not
+ * NULL), then a rename over path. On any failure path is as it was. */
+etch_status fmt_writer_write(fmt_writer *w, const char *path, fmt_check_fn check, void *check_user, etch_error *err);
 
 #endif

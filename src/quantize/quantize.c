@@ -6,6 +6,7 @@
 #include "../kernels/kernels.h"
 #include "../base/pool.h"
 #include "../model/model.h"
+#include "../runtime/runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -303,12 +304,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
             fmt_add_tensor(w, sname, FMT_DT_F32, 2, qt[i].sdims, qt[i].wsum);
         }
     }
-    if (!st) st = fmt_writer_write(w, out_path, err);
-    if (!st) { /* open what was written with the runtime's checks: a bad file never stays */
-        etch_program *p;
-        if ((st = etch_program_open(out_path, &p, err))) remove(out_path);
-        else etch_program_close(p);
-    }
+    /* the file replaces out_path only after it opens with the runtime's own checks */
+    if (!st) st = fmt_writer_write(w, out_path, rt_check_written, (void *)out_path, err);
 done:
     base_pool_free(pool);
     fmt_writer_free(w);

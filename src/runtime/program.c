@@ -492,3 +492,22 @@ int etch_program_metadata_text(const etch_program *p, int32_t i, char *buf, size
 #undef APPEND
     return (int)at;
 }
+
+etch_status rt_check_written(const char *tmp_path, void *user, etch_error *err) {
+    etch_program *p;
+    etch_status st = etch_program_open(tmp_path, &p, err);
+    if (!st) {
+        etch_program_close(p);
+        return ETCH_OK;
+    }
+    /* the message again, with the destination's name where the temporary's stood */
+    char msg[sizeof err->message];
+    const char *m = err->message, *hit;
+    size_t at = 0, tl = strlen(tmp_path);
+    while ((hit = strstr(m, tmp_path)) && at < sizeof msg - 1) {
+        at += (size_t)snprintf(msg + at, sizeof msg - at, "%.*s%s", (int)(hit - m), m, (const char *)user);
+        m = hit + tl;
+    }
+    if (at < sizeof msg - 1) snprintf(msg + at, sizeof msg - at, "%s", m);
+    return base_fail(err, st, "%s", msg);
+}

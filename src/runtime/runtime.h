@@ -103,6 +103,11 @@ void rt_memory_release(int64_t bytes);
 int rt_cancelled(const etch_session *s);
 void rt_cancel_clear(etch_session *s);
 
+/* The exporter's and quantizer's check of a program they wrote, before it replaces the destination
+ * (a fmt_check_fn): it opens tmp_path with every check a runtime makes. user is the destination path
+ * as the caller gave it; a message names that, not the temporary. */
+etch_status rt_check_written(const char *tmp_path, void *user, etch_error *err);
+
 /* Records a message in the session and returns st. */
 etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

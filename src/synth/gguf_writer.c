@@ -11,6 +11,7 @@
 #include <string.h>
 
 typedef struct gw {
+    base_outfile out; /* the file appears at its path only when complete */
     FILE *f;
     int failed;
 } gw;
@@ -109,13 +110,13 @@ etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensor
     g->w = base_calloc(1, sizeof(gw));
     if (!g->w) return base_fail(err, ETCH_ERR_NOMEM, "out of memory");
     gw *w = g->w;
-    w->f = fopen(path, "wb");
-    if (!w->f) {
-        etch_status st = base_fail(err, ETCH_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    etch_status st = base_out_open(&w->out, path, err);
+    if (st) {
         base_free(w);
         g->w = NULL;
         return st;
     }
+    w->f = w->out.f;
     g->path = path;
     w_bytes(w, "GGUF", 4);
     w_u32(w, 3);
@@ -174,13 +175,14 @@ etch_status gguf_writer_close(gguf_writer *g, etch_error *err) {
     /* The key-value count goes into the header now that it is known. */
     if (fseek(w->f, 16, SEEK_SET) != 0) w->failed = 1;
     w_u64(w, g->n_kv);
-    int failed = w->failed;
-    if (fclose(w->f) != 0) failed = 1;
+    etch_status st;
+    if (w->failed) {
+        base_out_abort(&w->out);
+        st = base_fail(err, ETCH_ERR_IO, "%s: write failed", g->path);
+    } else {
+        st = base_out_commit(&w->out, err);
+    }
     base_free(w);
     g->w = NULL;
-    if (failed) {
-        remove(g->path);
-        return base_fail(err, ETCH_ERR_IO, "%s: write failed", g->path);
-    }
-    return ETCH_OK;
+    return st;
 }

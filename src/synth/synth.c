@@ -129,20 +129,36 @@ static etch_status copy_file(const char *from, const char *to, etch_error *err) 
     uint64_t size;
     etch_status st = base_read_file(from, &data, &size, err);
     if (st) return st;
-    FILE *f = fopen(to, "wb");
-    int ok = f && fwrite(data, 1, (size_t)size, f) == size;
-    if (f && fclose(f) != 0) ok = 0;
+    base_outfile out;
+    if ((st = base_out_open(&out, to, err))) {
+        base_free(data);
+        return st;
+    }
+    int ok = fwrite(data, 1, (size_t)size, out.f) == size;
     base_free(data);
-    return ok ? ETCH_OK : base_fail(err, ETCH_ERR_IO, "%s: cannot write", to);
+    if (!ok) {
+        base_out_abort(&out);
+        return base_fail(err, ETCH_ERR_IO, "%s: cannot write", to);
+    }
+    return base_out_commit(&out, err);
 }
 
 static etch_status write_json(cJSON *j, const char *path, etch_error *err) {
     char *s = cJSON_Print(j);
-    FILE *f = s ? fopen(path, "wb") : NULL;
-    int ok = f && fputs(s, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f) != 0) ok = 0;
+    if (!s) return base_fail(err, ETCH_ERR_NOMEM, "%s: out of memory", path);
+    base_outfile out;
+    etch_status st = base_out_open(&out, path, err);
+    if (st) {
+        base_free(s);
+        return st;
+    }
+    int ok = fputs(s, out.f) >= 0 && fputc('\n', out.f) != EOF;
     base_free(s);
-    return ok ? ETCH_OK : base_fail(err, ETCH_ERR_IO, "%s: cannot write", path);
+    if (!ok) {
+        base_out_abort(&out);
+        return base_fail(err, ETCH_ERR_IO, "%s: cannot write", path);
+    }
+    return base_out_commit(&out, err);
 }
 
 static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char *tok_path, int dtype, uint64_t seed,
@@ -245,7 +261,9 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
     char *hs = cJSON_PrintUnformatted(h);
     cJSON_Delete(h);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    FILE *f = hs ? fopen(path, "wb") : NULL;
+    base_outfile out = {0};
+    etch_status ost = hs ? base_out_open(&out, path, err) : base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+    FILE *f = ost ? NULL : out.f;
     float *x = base_malloc((size_t)max_n * sizeof *x);
     void *conv = base_malloc((size_t)max_n * 2 + 8);
     int ok = f && x && conv;
@@ -268,13 +286,13 @@ static etch_status write_hf(const synth_cfg *c, const imp_model *tok, const char
             ok = fwrite(h16, 2, (size_t)cnt, f) == cnt;
         }
     }
-    if (f && fclose(f) != 0) ok = 0;
     base_free(hs), base_free(x), base_free(conv), base_free(ts);
+    if (ost) return ost;
     if (!ok) {
-        remove(path);
+        base_out_abort(&out);
         return base_fail(err, ETCH_ERR_IO, "%s: cannot write", path);
     }
-    return ETCH_OK;
+    return base_out_commit(&out, err);
 }
 
 /* ------------------------------------------------------------------ GGUF */
