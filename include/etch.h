@@ -175,6 +175,15 @@ etch_status etch_export_hf(const char *dir, const char *out_path, const etch_exp
 etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
                              etch_error *err);
 
+/* A model run directly: the program to open for `source`. A program file is itself (out = source).
+ * A GGUF file or a Hugging Face folder is exported on first use (with opt, NULL for the command
+ * line's defaults: the model's context at most 4096; opt->progress reports the export) into
+ * cache_dir (NULL: $ETCH_CACHE_DIR, else ~/.cache/etch) and reused while the source is unchanged:
+ * the key covers its path, each file's size, modification time and first 64 KiB, and the options.
+ * out[cap] receives the program's path; *exported (may be NULL) says whether this call wrote it. */
+etch_status etch_cached_program(const char *source, const char *cache_dir, const etch_export_options *opt, char *out,
+                                size_t cap, int *exported, etch_error *err);
+
 /* ---------------------------------------------------------------- quantization */
 
 /* What calibration saw (a8w8). */

@@ -102,7 +102,7 @@ expect_error 2 "expects a number in 0..100" -- "$ETCH" run "$P" -p x --temperatu
 expect_error 2 "expects a number" -- "$ETCH" run "$P" -p x --top-p 1.5
 expect_error 2 "needs a value" -- "$ETCH" run "$P" -p
 expect_error 2 "auto, batched or sequential" -- "$ETCH" run "$P" -p x --prefill fast
-expect_error 2 "-p PROMPT is required" -- "$ETCH" run "$P"
+expect_error 2 "give the prompt with -p PROMPT" -- "$ETCH" run "$P"
 expect_error 2 "exclude each other" -- "$ETCH" export --llama2c a --tokenizer b -o c --static --max-seq-len 4
 expect_error 1 "missing.etch: cannot open" -- "$ETCH" run "$WORK/missing.etch" -p x
 expect_error 1 "missing.bin: cannot open" -- "$ETCH" export --llama2c "$WORK/missing.bin" --tokenizer "$S/tok512.bin" -o "$WORK/x.etch"
@@ -167,6 +167,40 @@ expect_error 1 "arch 'gpt2' is not one of" -- "$ETCH" synth --arch gpt2 --tokeni
 expect_error 1 "dtype 'q4_0' is not supported for hf" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --dtype q4_0 -o "$WORK/g"
 expect_error 1 "only gemma3 takes one" -- "$ETCH" synth --arch llama --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --sliding-window 8 -o "$WORK/g"
 expect_error 2 "expects an integer" -- "$ETCH" synth --arch gemma3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format hf --sliding-window 0 -o "$WORK/g"
+
+# --- run: prompts from stdin and files, models run directly, Ctrl-C, full context, checks before echo
+check "-p - reads standard input" cmp -s <(printf 'Once upon a time' | "$ETCH" run "$P" -p - -n 196) "$REF/greedy_once_upon_a_time.txt"
+printf 'Once upon a time' >"$WORK/prompt.txt"
+check "-f FILE" cmp -s <("$ETCH" run "$P" -f "$WORK/prompt.txt" -n 196) "$REF/greedy_once_upon_a_time.txt"
+export ETCH_CACHE_DIR=$WORK/cache; rm -rf "$ETCH_CACHE_DIR"
+"$ETCH" run "$WORK/q.gguf" -p "Hello" -n 3 --json >"$WORK/direct.json" 2>"$WORK/direct.err"
+check "run a GGUF directly: exported once into the cache" grep -q "exported .*q.gguf into the cache" "$WORK/direct.err"
+check "... and it generates" test "$("$JSONQ" "$WORK/direct.json" stats.generated_tokens)" = 3
+"$ETCH" export --gguf "$WORK/q.gguf" -o "$WORK/q-default.etch" 2>/dev/null
+"$ETCH" run "$WORK/q-default.etch" -p "Hello" -n 3 --json >"$WORK/direct-ref.json"
+check "... the same tokens as its exported program" test "$("$JSONQ" "$WORK/direct.json" generated_ids)" = "$("$JSONQ" "$WORK/direct-ref.json" generated_ids)"
+"$ETCH" run "$WORK/q.gguf" -p "Hello" -n 3 >/dev/null 2>"$WORK/direct2.err"
+check "the second run reuses the cache" test ! -s "$WORK/direct2.err"
+check "run a Hugging Face folder directly" "$ETCH" run "$WORK/l-hf" -p "Hello" -n 2
+touch -d '2001-01-01' "$WORK/q.gguf"
+"$ETCH" run "$WORK/q.gguf" -p "Hello" -n 1 >/dev/null 2>"$WORK/direct3.err"
+check "a changed source is exported again" grep -q "exported" "$WORK/direct3.err"
+unset ETCH_CACHE_DIR
+expect_error 1 "not valid UTF-8" -- "$ETCH" run "$P" -p $'abc\xff'
+check "an invalid prompt is not echoed" test ! -s "$WORK/out"
+"$ETCH" run "$WORK/ctx8.etch" -p "Once" -n 20 >/dev/null 2>"$WORK/full.err"
+check "a full context says so" grep -q "the context is full (8 positions)" "$WORK/full.err"
+# Ctrl-C: a model slow enough to interrupt (23M parameters, 4096 positions, one thread, sequential)
+"$ETCH" synth --arch llama --tokenizer "$TOKS/mistral/tokenizer.json" --format hf --dim 256 --hidden-dim 768 \
+  --layers 8 --heads 4 --kv-heads 4 --context-len 4096 --seed 5 -o "$WORK/slow-hf" >/dev/null
+"$ETCH" export --hf "$WORK/slow-hf" -o "$WORK/slow.etch" >/dev/null 2>&1
+"$ETCH" run "$WORK/slow.etch" -p "Hello" -n 4000 -t 1 --json --stats >"$WORK/int.json" 2>"$WORK/int.err" &
+pid=$!; sleep 1.5; kill -INT $pid; wait $pid; rc=$?
+check "Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
+check "Ctrl-C: the JSON is whole, stop_reason interrupted" test "$("$JSONQ" "$WORK/int.json" stop_reason)" = interrupted
+check "Ctrl-C: what was generated is there" test "$("$JSONQ" "$WORK/int.json" stats.generated_tokens)" -gt 0
+check "Ctrl-C: the stats are printed" grep -q "PyTorchObserver" "$WORK/int.err"
+check "Ctrl-C: says interrupted" grep -q "interrupted" "$WORK/int.err"
 
 # --- threads and bench
 check "run -t 2 gives the reference text" cmp -s <("$ETCH" run "$P" -p "Once upon a time" -n 196 -t 2) "$REF/greedy_once_upon_a_time.txt"

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -10,12 +11,16 @@
 #include <unistd.h>
 
 static const char run_help[] =
-    "usage: etch run PROGRAM.etch -p PROMPT [options]\n"
+    "usage: etch run MODEL (-p PROMPT | -p - | -f FILE) [options]\n"
     "\n"
     "Generates text: tokenizes the prompt, prefills it, then samples tokens one at a time and\n"
-    "streams them to stdout (never splitting a UTF-8 character).\n"
+    "streams them to stdout (never splitting a UTF-8 character). MODEL is a program (.etch), or a GGUF\n"
+    "file or a Hugging Face folder, exported on first use into $ETCH_CACHE_DIR (default ~/.cache/etch)\n"
+    "and reused while it is unchanged. Ctrl-C stops the answer and prints what was generated (and the\n"
+    "stats or JSON asked for), exiting 130; a second Ctrl-C ends at once.\n"
     "\n"
-    "  -p, --prompt TEXT        the prompt (UTF-8); may be empty\n"
+    "  -p, --prompt TEXT        the prompt (UTF-8); may be empty; - reads it from standard input\n"
+    "  -f, --file FILE          the prompt from a file\n"
     "  -n, --max-new-tokens N   generate at most N tokens (default 128). N counts generated tokens only,\n"
     "                           not the prompt; generation also stops at an EOS id (which counts) or\n"
     "                           when the context is full\n"
@@ -34,33 +39,72 @@ static const char run_help[] =
     "  --stats                  print ExecuTorch's PyTorchObserver line and report to stderr\n"
     "  --json                   print one JSON object at the end instead of streaming text:\n"
     "                           prompt, prompt_ids, generated_ids, text (generated text only), prefill,\n"
-    "                           chunks, stop_reason, stats\n"
+    "                           chunks, stop_reason (max_new_tokens, eos, context_full, interrupted), stats\n"
     "  -t, --threads N          worker threads (default: the machine's physical cores)\n"
     "  -v, --verbose            say which prefill policy ran and why (stderr)\n"
     "  -h, --help               this text\n";
-
-static int on_token_stream(void *user, int32_t token, const char *text, size_t len) {
-    (void)token;
-    (void)user;
-    if (len) {
-        fwrite(text, 1, len, stdout);
-        fflush(stdout);
-    }
-    return 0;
-}
 
 static const char *stop_reason_name(int32_t r) {
     switch (r) {
     case 1: return "eos";
     case 2: return "context_full";
     case 3: return "callback";
+    case 4: return "interrupted";
     }
     return "max_new_tokens";
 }
 
+/* Ctrl-C: the session's current call stops at its next check (tokenizing, between prefill chunks,
+ * before each token); what was generated is printed with the stats. A second Ctrl-C ends the
+ * process at once (SA_RESETHAND). */
+static etch_session *volatile interrupt_session;
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+    if (interrupt_session) etch_session_cancel(interrupt_session);
+}
+
+/* The prompt: -p TEXT, -p - (standard input) or -f FILE; *owned is what to free. */
+static const char *read_prompt(const char *prompt, const char *file, char **owned) {
+    *owned = NULL;
+    if (file || (prompt && !strcmp(prompt, "-"))) {
+        size_t len;
+        *owned = cli_slurp(file ? file : "/dev/stdin", &len);
+        if (*owned && strlen(*owned) != len) {
+            fprintf(stderr, "%s: %s: the prompt holds a NUL byte\n", cli_name, file ? file : "standard input");
+            free(*owned);
+            *owned = NULL;
+        }
+        return *owned;
+    }
+    return prompt;
+}
+
+/* A growing buffer of the generated text (for --json). */
+typedef struct text_acc {
+    char *s;
+    size_t len, cap;
+    int oom;
+} text_acc;
+static void acc_add(text_acc *t, const char *p, size_t n) {
+    if (t->oom || !n) return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = (t->len + n + 1) * 2;
+        char *ns = realloc(t->s, cap);
+        if (!ns) {
+            t->oom = 1;
+            return;
+        }
+        t->s = ns, t->cap = cap;
+    }
+    memcpy(t->s + t->len, p, n);
+    t->len += n;
+}
+
 int cmd_run(int argc, char **argv) {
     cli_name = "etch run";
-    const char *path = NULL, *prompt = NULL;
+    const char *path = NULL, *prompt = NULL, *prompt_file = NULL;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
     int stats = 0, json = 0, verbose = 0, chat = 0, threads = 0;
@@ -74,6 +118,8 @@ int cmd_run(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!(prompt = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(prompt_file = cli_take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return 2;
             cfg.max_new_tokens = (int32_t)n;
@@ -124,29 +170,62 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!path) return cli_usage("PROGRAM.etch is required");
-    if (!prompt) return cli_usage("-p PROMPT is required (it may be empty: -p '')");
+    if (!prompt == !prompt_file) return cli_usage("give the prompt with -p PROMPT, -p - (standard input) or -f FILE");
     if (!chat && (chat_opt.system || chat_opt.think >= 0 || chat_opt.template_name))
         return cli_usage("--system, --think, --no-think and --chat-template go with --chat");
+    char *prompt_owned;
+    if (!(prompt = read_prompt(prompt, prompt_file, &prompt_owned))) return 1;
 
+    /* A GGUF file or a Hugging Face folder runs too: exported into the cache on first use. */
     etch_error err;
+    char prog_path[4096];
+    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL};
+    int exported = 0;
+    if (etch_cached_program(path, NULL, &eo, prog_path, sizeof prog_path, &exported, &err) != ETCH_OK) {
+        free(prompt_owned);
+        return cli_fail(err.message);
+    }
+    if (exported) fprintf(stderr, "%s: exported %s into the cache: %s (reused while the source is unchanged)\n",
+                          cli_name, path, prog_path);
     etch_program *p;
-    if (etch_program_open(path, &p, &err) != ETCH_OK) return cli_fail(err.message);
+    if (etch_program_open(prog_path, &p, &err) != ETCH_OK) {
+        free(prompt_owned);
+        return cli_fail(err.message);
+    }
     const etch_method_meta *m = etch_program_meta(p);
     etch_session *s;
     if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK) {
         etch_program_close(p);
+        free(prompt_owned);
         return cli_fail(err.message);
     }
-    char *rendered = NULL;
-    if (chat) {
-        if (etch_chat_render(p, prompt, &chat_opt, &rendered, &err) != ETCH_OK) {
-            etch_session_free(s);
-            etch_program_close(p);
-            char msg[1200];
-            snprintf(msg, sizeof msg, "%s: %s", path, err.message);
-            return cli_fail(msg);
-        }
-        prompt = rendered;
+    if (threads > etch_session_threads(s))
+        fprintf(stderr, "%s: %d threads asked, %d run: this machine has %d processors online\n", cli_name, threads,
+                etch_session_threads(s), etch_session_threads(s));
+    int rc = 1;
+    char *rendered = NULL, msg[4200];
+    text_acc out = {0};
+    if (chat && etch_chat_render(p, prompt, &chat_opt, &rendered, &err) != ETCH_OK) {
+        snprintf(msg, sizeof msg, "%s: %s", path, err.message);
+        cli_fail(msg);
+        goto done;
+    }
+    const char *text_in = chat ? rendered : prompt;
+    /* The prompt is checked (UTF-8, the context) before it is echoed. */
+    int32_t *ids, n_ids;
+    if (etch_tokenize(p, text_in, strlen(text_in), cfg.add_bos, &ids, &n_ids, &err) != ETCH_OK) {
+        snprintf(msg, sizeof msg, "%s: prompt: %s", path, err.message);
+        cli_fail(msg);
+        goto done;
+    }
+    etch_free(ids);
+    if (n_ids > m->max_context_len) {
+        snprintf(msg, sizeof msg,
+                 "%s: the prompt has %d tokens but the context holds %d (max_context_len): shorten the prompt or "
+                 "export with a larger --max-context-len",
+                 path, n_ids, m->max_context_len);
+        cli_fail(msg);
+        goto done;
     }
     if (verbose) {
         int batched = cfg.prefill != ETCH_PREFILL_SEQUENTIAL && m->max_seq_len > 1;
@@ -160,55 +239,45 @@ int cmd_run(int argc, char **argv) {
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    etch_status rc = etch_generate(s, prompt, &cfg, json ? NULL : on_token_stream, NULL);
-    if (rc != ETCH_OK) {
-        if (!json) fputc('\n', stdout);
-        char msg[4200];
-        snprintf(msg, sizeof msg, "%s: %s", path, etch_session_error(s));
-        etch_session_free(s);
-        etch_program_close(p);
-        etch_free(rendered);
-        return cli_fail(msg);
+
+    interrupt_session = s;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+    etch_status st = etch_generate_start(s, text_in, &cfg);
+    while (st == ETCH_OK) {
+        int32_t tok;
+        const char *piece;
+        size_t len;
+        if ((st = etch_generate_next(s, &tok, &piece, &len)) != ETCH_OK) break;
+        if (json) acc_add(&out, piece, len);
+        else if (len) {
+            fwrite(piece, 1, len, stdout);
+            fflush(stdout);
+        }
+        if (tok < 0) break;
     }
-    const etch_stats *st = etch_session_stats(s);
+    sigaction(SIGINT, &old_sa, NULL);
+    interrupt_session = NULL;
+    if (st != ETCH_OK && !(st == ETCH_ERR_CANCELLED && interrupted)) {
+        if (!json) fputc('\n', stdout);
+        snprintf(msg, sizeof msg, "%s: %s", path, etch_session_error(s));
+        cli_fail(msg);
+        goto done;
+    }
+    const etch_stats *sts = etch_session_stats(s);
+    if (out.oom) {
+        cli_fail("out of memory holding the output");
+        goto done;
+    }
     char line[2048];
-    etch_stats_observer_line(st, line, sizeof line);
+    etch_stats_observer_line(sts, line, sizeof line);
     if (json) {
         int32_t np, ng;
         const int32_t *pid = etch_session_prompt_ids(s, &np), *gid = etch_session_generated_ids(s, &ng);
-        char *text = NULL;
-        size_t tlen = 0;
-        /* The generated text, decoded after the last prompt token (so the dummy-prefix rule applies
-         * as it did while streaming). */
-        etch_decoder *dec;
-        if (etch_decoder_new(p, &dec) == ETCH_OK) {
-            size_t cap = 64;
-            text = malloc(cap);
-            for (int32_t i = 0; text && i <= ng; i++) {
-                size_t l;
-                const char *piece = i < ng ? etch_decoder_push(dec, i ? gid[i - 1] : pid[np - 1], gid[i], &l)
-                                           : etch_decoder_flush(dec, &l);
-                if (tlen + l + 1 > cap) {
-                    while (tlen + l + 1 > cap) cap *= 2;
-                    char *nt = realloc(text, cap);
-                    if (!nt) {
-                        free(text);
-                        text = NULL;
-                        break;
-                    }
-                    text = nt;
-                }
-                memcpy(text + tlen, piece, l);
-                tlen += l;
-            }
-            etch_decoder_free(dec);
-        }
-        if (!text) {
-            etch_session_free(s);
-            etch_program_close(p);
-            etch_free(rendered);
-            return cli_fail("out of memory decoding the output");
-        }
         printf("{\"prompt\": ");
         cli_json_string(stdout, prompt, strlen(prompt));
         printf(", \"prompt_ids\": ");
@@ -216,25 +285,31 @@ int cmd_run(int argc, char **argv) {
         printf(", \"generated_ids\": ");
         cli_json_ids(stdout, gid, ng);
         printf(", \"text\": ");
-        cli_json_string(stdout, text, tlen);
-        printf(", \"prefill\": \"%s\", \"chunks\": ", st->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched");
-        cli_json_ids(stdout, st->chunks, st->n_chunks);
+        cli_json_string(stdout, out.s ? out.s : "", out.len);
+        printf(", \"prefill\": \"%s\", \"chunks\": ", sts->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched");
+        cli_json_ids(stdout, sts->chunks, sts->n_chunks);
         printf(", \"max_seq_len\": %d, \"stop_reason\": \"%s\", \"stats\": %s}\n", m->max_seq_len,
-               stop_reason_name(st->stop_reason), line + strlen("PyTorchObserver "));
-        free(text);
+               stop_reason_name(interrupted ? 4 : sts->stop_reason), line + strlen("PyTorchObserver "));
     } else {
         fputc('\n', stdout);
-        fflush(stdout);
     }
+    fflush(stdout);
     if (stats) {
         char report[2048];
-        etch_stats_report(st, report, sizeof report);
+        etch_stats_report(sts, report, sizeof report);
         fprintf(stderr, "%s\n%s", line, report);
     }
-    if (verbose) fprintf(stderr, "stop: %s\n", stop_reason_name(st->stop_reason));
+    if (sts->stop_reason == 2)
+        fprintf(stderr, "%s: the context is full (%d positions): generation stopped; export with a larger "
+                        "--max-context-len for longer texts\n", cli_name, m->max_context_len);
+    if (interrupted) fprintf(stderr, "%s: interrupted\n", cli_name);
+    if (verbose) fprintf(stderr, "stop: %s\n", stop_reason_name(interrupted ? 4 : sts->stop_reason));
+    rc = interrupted ? 130 : 0;
+done:
+    free(out.s);
+    etch_free(rendered);
     etch_session_free(s);
     etch_program_close(p);
-    etch_free(rendered);
-    return 0;
+    free(prompt_owned);
+    return rc;
 }
-
