@@ -201,6 +201,33 @@ check "Ctrl-C: the JSON is whole, stop_reason interrupted" test "$("$JSONQ" "$WO
 check "Ctrl-C: what was generated is there" test "$("$JSONQ" "$WORK/int.json" stats.generated_tokens)" -gt 0
 check "Ctrl-C: the stats are printed" grep -q "PyTorchObserver" "$WORK/int.err"
 check "Ctrl-C: says interrupted" grep -q "interrupted" "$WORK/int.err"
+"$ETCH" bench "$WORK/slow.etch" -p 8,1024 -n 4 -t 1 -r 1 --no-roofline -o json >"$WORK/bint.json" 2>"$WORK/bint.err" &
+pid=$!; sleep 2; kill -INT $pid; wait $pid; rc=$?
+check "bench Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
+check "bench Ctrl-C: the cases measured, as a whole JSON array" test "$("$JSONQ" "$WORK/bint.json" 0.n_prompt)" = 8
+check "bench Ctrl-C: says so" grep -q "interrupted after 1 case" "$WORK/bint.err"
+for i in $(seq 200); do cat "$(dirname "$0")/data/story.txt"; done >"$WORK/long.txt"
+"$ETCH" eval "$WORK/slow.etch" --text "$WORK/long.txt" --ctx 256 -t 1 --json >"$WORK/eint.json" 2>"$WORK/eint.err" &
+pid=$!; sleep 2; kill -INT $pid; wait $pid; rc=$?
+check "eval Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
+check "eval Ctrl-C: the windows scored so far" test "$("$JSONQ" "$WORK/eint.json" windows)" -gt 0
+check "eval Ctrl-C: says so" grep -q "interrupted: the figures cover" "$WORK/eint.err"
+
+# --- bench: lists, strict numbers, formats
+"$ETCH" bench "$P" -p 16 -n 4,8 -t 1 -r 1 --no-roofline -o csv >"$WORK/bench.csv"
+check "bench -n takes a list; csv has a header and a row per case" test "$(wc -l <"$WORK/bench.csv")" -eq 3
+check "bench csv: the n_gen column" test "$(cut -d, -f2 "$WORK/bench.csv" | tr '\n' ' ')" = "n_gen 4 8 "
+"$ETCH" bench "$P" -p 16 -n 4 -t 1 -r 1 --no-roofline -o json >"$WORK/bench-arr.json"
+check "bench -o json: an array" test "$("$JSONQ" "$WORK/bench-arr.json" 0.n_gen)" = 4
+check "bench --no-roofline: no peak" test "$("$JSONQ" "$WORK/bench-arr.json" 0.fma_peak_gflops)" = null
+expect_error 2 "-n expects up to 16 comma-separated integers" -- "$ETCH" bench "$P" -n 16abc
+expect_error 2 "-r expects an integer in 1..1000, got '1x'" -- "$ETCH" bench "$P" -r 1x
+expect_error 2 "-o expects md, csv, json or jsonl" -- "$ETCH" bench "$P" -o xml
+"$ETCH" bench "$P" -p 16 -n 4 -r 1 >"$WORK/bench.md"
+check "bench: no '0 thread(s)' without -t" test "$(grep -c '0 thread' "$WORK/bench.md")" -eq 0
+check "bench: decode past the read bandwidth is explained" grep -q "read from the CPU's caches" "$WORK/bench.md"
+expect_error 2 "--ctx expects an integer" -- "$ETCH" eval "$P" --text "$WORK/prompt.txt" --ctx 1
+expect_error 2 "etch eval: unknown option" -- "$ETCH" eval "$P" --bogus
 
 # --- threads and bench
 check "run -t 2 gives the reference text" cmp -s <("$ETCH" run "$P" -p "Once upon a time" -n 196 -t 2) "$REF/greedy_once_upon_a_time.txt"
@@ -211,7 +238,7 @@ for key in n_prompt n_gen threads prefill_tok_s decode_tok_s ttft_batched_ms ttf
 done
 check "bench: last case is 48 tokens, 2 threads" test "$("$JSONQ" <(sed -n 4p "$WORK/bench.json") n_prompt)/$("$JSONQ" <(sed -n 4p "$WORK/bench.json") threads)" = "48/2"
 check "bench table" "$ETCH" bench "$P" -p 8 -n 2 -t 1 -r 1
-expect_error 2 "bad arguments" -- "$ETCH" bench "$P" -p abc
+expect_error 2 "-p expects up to 16 comma-separated integers in 1..1048576, got 'abc'" -- "$ETCH" bench "$P" -p abc
 expect_error 2 "expects an integer in 1..256" -- "$ETCH" run "$P" -p x -t 0
 
 # --- eval: perplexity, and divergence from a reference (the same program: none; bf16 weights: a little)

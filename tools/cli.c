@@ -28,6 +28,16 @@ int cli_fail(const char *msg) {
     return 1;
 }
 
+int cli_failf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cli_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
 /* Strict number parsing: the whole string, in range. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;

@@ -16,6 +16,8 @@ extern const char *cli_name;
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "NAME: msg" on stderr; returns 1. */
 int cli_fail(const char *msg);
+/* The same with a printf format. */
+int cli_failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Strict numbers: the whole string, in range; otherwise a usage message naming opt, and 0. */
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,20 +33,23 @@ static double decode_weight_bytes(const etch_program *p) {
 }
 
 static const char bench_help[] =
-    "usage: etch bench PROGRAM.etch [-p 128,512] [-n 64] [-t 1,2] [-r 5] [--json] [--roofline]\n"
+    "usage: etch bench PROGRAM.etch [-p 128,512] [-n 64] [-t 1,2] [-r 5] [-o md|csv|json|jsonl] [options]\n"
     "\n"
-    "Runs each (prompt length, threads) case r times after a warm-up, alternating batched and\n"
-    "sequential prefill, and prints medians: prompt tokens/s (batched), decode tokens/s, time to first\n"
-    "token with batched and with sequential prefill, achieved GFLOP/s in prefill and GB/s in decode as\n"
-    "fractions of the machine's FMA peak and read bandwidth (measured here first), load time with a\n"
-    "cold and a warm page cache, and peak RSS. The prompt is real text tokenized by the program.\n"
+    "Runs each (prompt length, generated tokens, threads) case r times after a warm-up, alternating\n"
+    "batched and sequential prefill, and prints medians: prompt tokens/s (batched), decode tokens/s,\n"
+    "time to first token with batched and with sequential prefill, achieved GFLOP/s in prefill and GB/s\n"
+    "in decode as fractions of the machine's FMA peak and read bandwidth (measured here first, about\n"
+    "half a second per thread count), load time with a cold and a warm page cache, and peak RSS. The\n"
+    "prompt is real text tokenized by the program. Ctrl-C prints the cases measured so far.\n"
     "\n"
     "  -p LIST        prompt lengths in tokens (default 128,512)\n"
-    "  -n N           tokens to decode after the prompt (default 64)\n"
+    "  -n LIST        tokens to decode after the prompt (default 64)\n"
     "  -t LIST        thread counts (default: the physical cores)\n"
     "  -r N           repetitions (default 5)\n"
+    "  -o FORMAT      md (a table, default), csv, json (one array) or jsonl (an object per line)\n"
+    "  --json         the same as -o jsonl\n"
     "  --no-sequential  skip the sequential-prefill measurement (it takes one forward call per token)\n"
-    "  --json         one JSON object per case instead of the table\n"
+    "  --no-roofline  skip measuring the machine's peaks (no fractions of peak then)\n"
     "  --roofline     only measure and print the machine's peaks\n"
     "  -h, --help     this text\n";
 
@@ -65,7 +69,7 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Resident memory now, in MB (getrusage's maximum would count the roofline's 1 GiB buffer). */
+/* Resident memory now, in MB (getrusage's maximum would count the roofline's 256 MiB buffer). */
 static double rss_mb(void) {
     long pages = 0, resident = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -74,19 +78,6 @@ static double rss_mb(void) {
         fclose(f);
     }
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
-}
-
-static int parse_list(const char *s, int *out, int max) {
-    int n = 0;
-    while (*s && n < max) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1000000) return -1;
-        out[n++] = (int)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') return -1;
-    }
-    return n;
 }
 
 static int argmax(const float *x, int n) {
@@ -104,51 +95,128 @@ static double prefill(etch_session *s, const int32_t *ids, int n, int bound, flo
     return now_ms() - t0;
 }
 
+/* One measured case, as every format prints it. */
+typedef struct bench_row {
+    int n_prompt, n_gen, threads, reps;
+    double prefill_tok_s, decode_tok_s, ttft_batched_ms, ttft_sequential_ms; /* sequential < 0: not measured */
+    double load_ms, load_cold_ms, peak_rss_mb, prefill_gflops, decode_gbps;
+    double fma_peak_gflops, read_bw_gbps; /* 0: not measured */
+    double kv_cache_mb, kv_cache_full_mb;
+} bench_row;
+
+enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL };
+
+static const char *const csv_cols =
+    "n_prompt,n_gen,threads,reps,prefill_tok_s,decode_tok_s,ttft_batched_ms,ttft_sequential_ms,load_ms,load_cold_ms,"
+    "peak_rss_mb,prefill_gflops,fma_peak_gflops,decode_gbps,read_bw_gbps,kv_cache_mb,kv_cache_full_mb";
+
+/* A fraction of a measured peak, or "-" when the peak was not measured; decode past 100% of the read
+ * bandwidth means the weights were served from cache (a model that fits it), marked with "*". */
+static void of_peak(char *buf, size_t cap, double v, double peak) {
+    if (peak <= 0) snprintf(buf, cap, "%.1f", v);
+    else snprintf(buf, cap, "%.1f (%.0f%%%s)", v, 100 * v / peak, v > peak ? "*" : "");
+}
+
+static void print_row(const bench_row *r, int format, int first) {
+    char seq[32] = "null", pk[32] = "null", bw[32] = "null";
+    if (r->ttft_sequential_ms >= 0) snprintf(seq, sizeof seq, "%.2f", r->ttft_sequential_ms);
+    if (r->fma_peak_gflops > 0) snprintf(pk, sizeof pk, "%.1f", r->fma_peak_gflops);
+    if (r->read_bw_gbps > 0) snprintf(bw, sizeof bw, "%.2f", r->read_bw_gbps);
+    if (format == OUT_MD) {
+        char s1[32] = "-", s2[32] = "-", g[48], d[48];
+        if (r->ttft_sequential_ms >= 0) {
+            snprintf(s1, sizeof s1, "%.1f", r->ttft_sequential_ms);
+            snprintf(s2, sizeof s2, "%.1fx", r->ttft_sequential_ms / r->ttft_batched_ms);
+        }
+        of_peak(g, sizeof g, r->prefill_gflops, r->fma_peak_gflops);
+        of_peak(d, sizeof d, r->decode_gbps, r->read_bw_gbps);
+        printf("| %d | %d | %d | %.1f | %.2f | %.1f | %s | %s | %s | %s | %.0f |\n", r->threads, r->n_prompt, r->n_gen,
+               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, s1, s2, g, d, r->peak_rss_mb);
+    } else if (format == OUT_CSV) {
+        printf("%d,%d,%d,%d,%.2f,%.2f,%.2f,%s,%.2f,%.2f,%.1f,%.1f,%s,%.2f,%s,%.2f,%.2f\n", r->n_prompt, r->n_gen,
+               r->threads, r->reps, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms,
+               r->ttft_sequential_ms >= 0 ? seq : "", r->load_ms, r->load_cold_ms, r->peak_rss_mb, r->prefill_gflops,
+               r->fma_peak_gflops > 0 ? pk : "", r->decode_gbps, r->read_bw_gbps > 0 ? bw : "", r->kv_cache_mb,
+               r->kv_cache_full_mb);
+    } else {
+        printf("%s{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
+               "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
+               "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %s, \"decode_gbps\": %.2f, "
+               "\"read_bw_gbps\": %s, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"reps\": %d}%s",
+               format == OUT_JSON ? (first ? "[\n  " : ",\n  ") : "", r->n_prompt, r->n_gen, r->threads,
+               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->load_ms, r->load_cold_ms, r->peak_rss_mb,
+               r->prefill_gflops, pk, r->decode_gbps, bw, r->kv_cache_mb, r->kv_cache_full_mb, r->reps,
+               format == OUT_JSONL ? "\n" : "");
+    }
+    fflush(stdout);
+}
+
+/* Ctrl-C: the running forward call stops at its next check, the case is dropped, the cases measured
+ * so far stay printed, and the format is closed (the JSON array ends). */
+static etch_session *volatile interrupt_session;
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+    if (interrupt_session) etch_session_cancel(interrupt_session);
+}
+
 int cmd_bench(int argc, char **argv) {
+    cli_name = "etch bench";
     const char *path = NULL;
-    int prompts[16] = {128, 512}, n_prompts = 2, threads[16] = {0}, n_threads = 1, reps = 5, n_gen = 64;
-    int json = 0, roofline_only = 0, sequential = 1;
+    int prompts[16] = {128, 512}, n_prompts = 2, gens[16] = {64}, n_gens = 1, threads[16] = {0}, n_threads = 1, reps = 5;
+    int format = OUT_MD, roofline_only = 0, roofline = 1, sequential = 1;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        const char *a = argv[i], *v;
+        long n;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(bench_help, stdout);
             return 0;
-        } else if (!strcmp(a, "-p") && i + 1 < argc) {
-            if ((n_prompts = parse_list(argv[++i], prompts, 16)) < 1) goto usage;
-        } else if (!strcmp(a, "-t") && i + 1 < argc) {
-            if ((n_threads = parse_list(argv[++i], threads, 16)) < 1) goto usage;
-        } else if (!strcmp(a, "-n") && i + 1 < argc) {
-            n_gen = atoi(argv[++i]);
-            if (n_gen < 1 || n_gen > 100000) goto usage;
-        } else if (!strcmp(a, "-r") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > 1000) goto usage;
+        } else if (!strcmp(a, "-p")) {
+            if (!(v = cli_take(argc, argv, &i)) || !(n_prompts = cli_parse_list(a, v, 1, 1 << 20, prompts, 16))) return 2;
+        } else if (!strcmp(a, "-n")) {
+            if (!(v = cli_take(argc, argv, &i)) || !(n_gens = cli_parse_list(a, v, 1, 1 << 20, gens, 16))) return 2;
+        } else if (!strcmp(a, "-t")) {
+            if (!(v = cli_take(argc, argv, &i)) || !(n_threads = cli_parse_list(a, v, 1, 256, threads, 16))) return 2;
+        } else if (!strcmp(a, "-r")) {
+            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1000, &n)) return 2;
+            reps = (int)n;
+        } else if (!strcmp(a, "-o")) {
+            if (!(v = cli_take(argc, argv, &i))) return 2;
+            if (!strcmp(v, "md")) format = OUT_MD;
+            else if (!strcmp(v, "csv")) format = OUT_CSV;
+            else if (!strcmp(v, "json")) format = OUT_JSON;
+            else if (!strcmp(v, "jsonl")) format = OUT_JSONL;
+            else return cli_usage("-o expects md, csv, json or jsonl, got '%s'", v);
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            format = OUT_JSONL;
         } else if (!strcmp(a, "--roofline")) {
             roofline_only = 1;
+        } else if (!strcmp(a, "--no-roofline")) {
+            roofline = 0;
         } else if (!strcmp(a, "--no-sequential")) {
             sequential = 0;
-        } else if (a[0] != '-' && !path) {
-            path = a;
+        } else if (a[0] == '-') {
+            return cli_usage("unknown option '%s'", a);
+        } else if (path) {
+            return cli_usage("one PROGRAM only (got '%s' and '%s')", path, a);
         } else {
-            goto usage;
+            path = a;
         }
     }
-    if (!path && !roofline_only) goto usage;
+    if (roofline_only && !roofline) return cli_usage("--roofline and --no-roofline exclude each other");
+    if (!path && !roofline_only) return cli_usage("PROGRAM.etch is required");
 
     etch_error err;
-    double peak[16], bw[16];
-    for (int ti = 0; ti < n_threads; ti++) {
-        if (etch_roofline(threads[ti], &peak[ti], &bw[ti], &err) != ETCH_OK) {
-            fprintf(stderr, "etch bench: %s\n", err.message);
-            return 1;
+    if (roofline_only) {
+        for (int ti = 0; ti < n_threads; ti++) {
+            double peak, bw;
+            if (etch_roofline(threads[ti], &peak, &bw, &err) != ETCH_OK) return cli_fail(err.message);
+            printf("machine, %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n", threads[ti],
+                   threads[ti] == 1 ? "" : "s", peak, bw);
         }
-        if (!json)
-            printf("machine, %d thread(s): FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n",
-                   threads[ti] ? threads[ti] : 0, peak[ti], bw[ti]);
+        return 0;
     }
-    if (roofline_only) return 0;
 
     /* Load: cold (the file's pages dropped from the page cache first, where the kernel allows) and warm. */
     int fd = open(path, O_RDONLY);
@@ -158,17 +226,11 @@ int cmd_bench(int argc, char **argv) {
     }
     etch_program *p;
     double t0 = now_ms();
-    if (etch_program_open(path, &p, &err) != ETCH_OK) {
-        fprintf(stderr, "etch bench: %s\n", err.message);
-        return 1;
-    }
+    if (etch_program_open(path, &p, &err) != ETCH_OK) return cli_fail(err.message);
     double load_cold = now_ms() - t0;
     etch_program_close(p);
     t0 = now_ms();
-    if (etch_program_open(path, &p, &err) != ETCH_OK) {
-        fprintf(stderr, "etch bench: %s\n", err.message);
-        return 1;
-    }
+    if (etch_program_open(path, &p, &err) != ETCH_OK) return cli_fail(err.message);
     double load_warm = now_ms() - t0;
     const etch_method_meta *m = etch_program_meta(p);
     /* Work per token, from the shapes: multiply-adds of the matrices, bytes of the weights. */
@@ -178,13 +240,15 @@ int cmd_bench(int argc, char **argv) {
     double weight_bytes = decode_weight_bytes(p);
 
     /* Real text as the prompt: enough of it for the longest case. */
-    int max_p = 0;
+    int max_p = 0, max_g = 0;
     for (int i = 0; i < n_prompts; i++) max_p = prompts[i] > max_p ? prompts[i] : max_p;
-    if (max_p + n_gen > m->max_context_len) {
-        fprintf(stderr, "etch bench: %s: prompt %d + %d generated tokens exceed max_context_len %d\n", path, max_p, n_gen,
-                m->max_context_len);
+    for (int i = 0; i < n_gens; i++) max_g = gens[i] > max_g ? gens[i] : max_g;
+    if (max_p + max_g > m->max_context_len) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s: prompt %d + %d generated tokens exceed max_context_len %d", path, max_p, max_g,
+                 m->max_context_len);
         etch_program_close(p);
-        return 1;
+        return cli_fail(msg);
     }
     static const char text[] =
         "The history of computing is a story of ideas that took decades to become practical. Early machines "
@@ -202,105 +266,119 @@ int cmd_bench(int argc, char **argv) {
     }
     free(prompt_text);
     if (!ids || n_ids < max_p) {
-        fprintf(stderr, "etch bench: could not make a %d-token prompt\n", max_p);
         etch_program_close(p);
-        return 1;
+        return cli_fail("could not make a prompt that long from the sample text");
     }
     float *logits = malloc((size_t)m->vocab_size * sizeof *logits);
     double *pf = calloc((size_t)reps, sizeof(double)), *dc = calloc((size_t)reps, sizeof(double));
     double *tb = calloc((size_t)reps, sizeof(double)), *ts = calloc((size_t)reps, sizeof(double));
-    if (!json) {
+    if (format == OUT_MD) {
         printf("program %s: %s, %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n", path,
                m->model_type, m->dtype, m->n_layers, m->dim, m->vocab_size, m->max_seq_len, load_cold, load_warm);
         printf("KV cache per session: %.2f MiB", m->kv_cache_bytes / 1048576.0);
         if (m->sliding_window)
             printf(" (window %d in %d of %d layers; %.2f MiB with a full cache in every layer)", m->sliding_window,
                    m->n_window_layers, m->n_layers, m->kv_cache_full_bytes / 1048576.0);
-        printf("\n\n");
-        printf("| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT sequential ms | seq/batched "
-               "| prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+        printf("\n");
+    } else if (format == OUT_CSV) {
+        printf("%s\n", csv_cols);
     }
-    int ok = 1;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+    int ok = 1, rows = 0, over_bw = 0;
     double peak_rss = 0; /* sampled after every prefill and decode: the high-water mark of the runs */
-    for (int ti = 0; ti < n_threads && ok; ti++) {
+    for (int ti = 0; ti < n_threads && ok && !interrupted; ti++) {
         etch_session *s;
         if (etch_session_new_threads(p, threads[ti], &s, &err) != ETCH_OK) {
-            fprintf(stderr, "etch bench: %s\n", err.message);
+            fprintf(stderr, "%s: %s\n", cli_name, err.message);
             ok = 0;
             break;
         }
         int nt = etch_session_threads(s);
-        for (int pi = 0; pi < n_prompts && ok; pi++) {
-            int np = prompts[pi];
-            for (int r = -1; r < reps && ok; r++) { /* r = -1: warm-up */
-                /* Batched prefill, first token, then decode. */
-                double t_pre = prefill(s, ids, np, m->max_seq_len, logits, &ok);
-                double t_tok = now_ms();
-                int32_t tok = argmax(logits, m->vocab_size);
-                double ttft = t_pre + (now_ms() - t_tok);
-                double d0 = now_ms();
-                for (int g = 0; g < n_gen && ok; g++) {
-                    ok = etch_forward(s, &tok, 1, np + g, logits, 0) == ETCH_OK;
-                    tok = argmax(logits, m->vocab_size);
-                }
-                double t_dec = now_ms() - d0;
-                double now_rss = rss_mb();
-                peak_rss = now_rss > peak_rss ? now_rss : peak_rss;
-                double t_seq = 0;
-                if (sequential) {
-                    t_seq = prefill(s, ids, np, 1, logits, &ok);
-                    t_tok = now_ms();
-                    tok = argmax(logits, m->vocab_size);
-                    t_seq += now_ms() - t_tok;
-                }
-                if (r < 0) continue;
-                pf[r] = np / t_pre * 1e3, dc[r] = n_gen / t_dec * 1e3, tb[r] = ttft, ts[r] = t_seq;
-            }
-            if (!ok) {
-                fprintf(stderr, "etch bench: %s\n", etch_session_error(s));
-                break;
-            }
-            double mp = median(pf, reps), md = median(dc, reps), mtb = median(tb, reps), mts = median(ts, reps);
-            /* Prefill work: the matrices for every token, attention over the causal triangle, the
-             * classifier once. Decode traffic: every weight byte plus the K/V rows read. */
-            double att_macs = 0, kv_bytes = 0;
-            for (int l = 0; l < m->n_layers; l++) { /* a windowed layer's query sees at most its window */
-                double w = m->layer_window[l] ? m->layer_window[l] : 1e18, keys = 0, mid = np + n_gen / 2.0;
-                for (int q = 1; q <= np; q++) keys += q < w ? q : w;
-                att_macs += q_dim * 2.0 * keys;
-                kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * 4;
-            }
-            double gflops = 2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9;
-            double gbps = (weight_bytes + kv_bytes) * md / 1e9;
-            double rss = peak_rss;
-            if (json) {
-                char seq_json[32] = "null";
-                if (sequential) snprintf(seq_json, sizeof seq_json, "%.2f", mts);
-                printf("{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
-                       "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
-                       "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %.1f, \"decode_gbps\": %.2f, "
-                       "\"read_bw_gbps\": %.2f, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"reps\": %d}\n",
-                       np, n_gen, nt, mp, md, mtb, seq_json, load_warm, load_cold, rss, gflops, peak[ti], gbps,
-                       bw[ti], m->kv_cache_bytes / 1048576.0, m->kv_cache_full_bytes / 1048576.0, reps);
-            } else {
-                char seq[32] = "-", ratio[32] = "-";
-                if (sequential) {
-                    snprintf(seq, sizeof seq, "%.1f", mts);
-                    snprintf(ratio, sizeof ratio, "%.1fx", mts / mtb);
-                }
-                printf("| %d | %d | %d | %.1f | %.2f | %.1f | %s | %s | %.1f (%.0f%%) | %.1f (%.0f%%) | %.0f |\n", nt, np, n_gen, mp,
-                       md, mtb, seq, ratio, gflops, 100 * gflops / peak[ti], gbps, 100 * gbps / bw[ti], rss);
-            }
-            fflush(stdout);
+        double peak = 0, bw = 0;
+        if (roofline && etch_roofline(nt, &peak, &bw, &err) != ETCH_OK) {
+            fprintf(stderr, "%s: %s\n", cli_name, err.message);
+            etch_session_free(s);
+            ok = 0;
+            break;
         }
+        if (format == OUT_MD) {
+            if (roofline) printf("machine, %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n", nt,
+                                 nt == 1 ? "" : "s", peak, bw);
+            if (threads[ti] > nt) printf("(%d threads asked: this machine has %d processors online)\n", threads[ti], nt);
+            printf("\n| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT sequential ms "
+                   "| seq/batched | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
+            printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+        }
+        interrupt_session = s;
+        for (int pi = 0; pi < n_prompts && ok && !interrupted; pi++)
+            for (int gi = 0; gi < n_gens && ok && !interrupted; gi++) {
+                int np = prompts[pi], n_gen = gens[gi];
+                for (int r = -1; r < reps && ok && !interrupted; r++) { /* r = -1: warm-up */
+                    /* Batched prefill, first token, then decode. */
+                    double t_pre = prefill(s, ids, np, m->max_seq_len, logits, &ok);
+                    double t_tok = now_ms();
+                    int32_t tok = argmax(logits, m->vocab_size);
+                    double ttft = t_pre + (now_ms() - t_tok);
+                    double d0 = now_ms();
+                    for (int g = 0; g < n_gen && ok && !interrupted; g++) {
+                        ok = etch_forward(s, &tok, 1, np + g, logits, 0) == ETCH_OK;
+                        tok = argmax(logits, m->vocab_size);
+                    }
+                    double t_dec = now_ms() - d0;
+                    double now_rss = rss_mb();
+                    peak_rss = now_rss > peak_rss ? now_rss : peak_rss;
+                    double t_seq = 0;
+                    if (sequential && ok && !interrupted) {
+                        t_seq = prefill(s, ids, np, 1, logits, &ok);
+                        t_tok = now_ms();
+                        tok = argmax(logits, m->vocab_size);
+                        t_seq += now_ms() - t_tok;
+                    }
+                    if (r < 0 || interrupted) continue;
+                    pf[r] = np / t_pre * 1e3, dc[r] = n_gen / t_dec * 1e3, tb[r] = ttft, ts[r] = t_seq;
+                }
+                if (interrupted) break; /* a cut case is not a measurement */
+                if (!ok) {
+                    fprintf(stderr, "%s: %s\n", cli_name, etch_session_error(s));
+                    break;
+                }
+                double mp = median(pf, reps), md = median(dc, reps), mtb = median(tb, reps), mts = median(ts, reps);
+                /* Prefill work: the matrices for every token, attention over the causal triangle, the
+                 * classifier once. Decode traffic: every weight byte plus the K/V rows read. */
+                double att_macs = 0, kv_bytes = 0;
+                for (int l = 0; l < m->n_layers; l++) { /* a windowed layer's query sees at most its window */
+                    double w = m->layer_window[l] ? m->layer_window[l] : 1e18, keys = 0, mid = np + n_gen / 2.0;
+                    for (int q = 1; q <= np; q++) keys += q < w ? q : w;
+                    att_macs += q_dim * 2.0 * keys;
+                    kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * 4;
+                }
+                bench_row row = {np, n_gen, nt, reps, mp, md, mtb, sequential ? mts : -1, load_warm, load_cold, peak_rss,
+                                 2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9,
+                                 (weight_bytes + kv_bytes) * md / 1e9, peak, bw, m->kv_cache_bytes / 1048576.0,
+                                 m->kv_cache_full_bytes / 1048576.0};
+                over_bw |= bw > 0 && row.decode_gbps > bw;
+                print_row(&row, format, rows++ == 0);
+            }
+        interrupt_session = NULL;
         etch_session_free(s);
     }
+    sigaction(SIGINT, &old_sa, NULL);
+    if (format == OUT_JSON) printf(rows ? "\n]\n" : "[]\n");
+    if (format == OUT_MD && over_bw)
+        printf("\n* decode above the measured read bandwidth: the weights (%.1f MB) were read from the CPU's caches, "
+               "not from memory\n", weight_bytes / 1e6);
+    fflush(stdout);
     free(pf), free(dc), free(tb), free(ts), free(logits);
     etch_free(ids);
     etch_program_close(p);
+    if (interrupted) {
+        fprintf(stderr, "%s: interrupted after %d case%s\n", cli_name, rows, rows == 1 ? "" : "s");
+        return 130;
+    }
     return ok ? 0 : 1;
-usage:
-    fprintf(stderr, "etch bench: bad arguments (see 'etch bench --help')\n");
-    return 2;
 }

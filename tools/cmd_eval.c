@@ -8,6 +8,7 @@
 #include "cli.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +32,6 @@ static const char eval_help[] =
     "                 top1_agreement\n"
     "  -h, --help     this text\n";
 
-/* One line on stderr; returns the exit code 1. */
-__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("etch eval: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return 1;
-}
 
 /* log-softmax of logits[vocab] at index i, and the argmax. */
 static double log_prob(const float *l, int vocab, int i, int *argmax) {
@@ -71,44 +62,53 @@ static int window_logits(etch_session *s, const int32_t *ids, int n, float *out)
     return etch_prefill(s, ids, n, 0, 0, out, 1) == ETCH_OK;
 }
 
+/* Ctrl-C: the window being computed stops at its next chunk, and the figures of the windows scored
+ * so far are printed. */
+static etch_session *volatile interrupt_sessions[2];
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+    for (int i = 0; i < 2; i++)
+        if (interrupt_sessions[i]) etch_session_cancel(interrupt_sessions[i]);
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 int cmd_eval(int argc, char **argv) {
+    cli_name = "etch eval";
     const char *path = NULL, *text_path = NULL, *ref_path = NULL;
     int ctx = 512, threads = 0, json = 0;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        char *end;
+        const char *a = argv[i], *v;
+        long x;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(eval_help, stdout);
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
-        } else if ((!strcmp(a, "--text") || !strcmp(a, "--ref") || !strcmp(a, "--ctx") || !strcmp(a, "-t"))) {
-            if (i + 1 >= argc) return fprintf(stderr, "etch eval: %s needs a value\n", a), 2;
-            const char *v = argv[++i];
-            if (!strcmp(a, "--text")) text_path = v;
-            else if (!strcmp(a, "--ref")) ref_path = v;
-            else {
-                long x = strtol(v, &end, 10);
-                if (*end || end == v || x < (!strcmp(a, "-t") ? 1 : 2) || x > (1 << 20))
-                    return fprintf(stderr, "etch eval: %s expects an integer in %d..%d, got '%s'\n", a,
-                                   !strcmp(a, "-t") ? 1 : 2, 1 << 20, v), 2;
-                if (!strcmp(a, "-t")) threads = (int)x;
-                else ctx = (int)x;
-            }
+        } else if (!strcmp(a, "--text")) {
+            if (!(text_path = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--ref")) {
+            if (!(ref_path = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--ctx")) {
+            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 2, 1 << 20, &x)) return 2;
+            ctx = (int)x;
+        } else if (!strcmp(a, "-t")) {
+            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 256, &x)) return 2;
+            threads = (int)x;
         } else if (a[0] == '-') {
-            return fprintf(stderr, "etch eval: unknown option '%s' (see 'etch eval --help')\n", a), 2;
+            return cli_usage("unknown option '%s'", a);
         } else if (!path) {
             path = a;
         } else {
-            return fprintf(stderr, "etch eval: one program only ('%s' is extra)\n", a), 2;
+            return cli_usage("one program only ('%s' is extra)", a);
         }
     }
-    if (!path || !text_path) return fprintf(stderr, "etch eval: PROGRAM.etch and --text FILE are required\n"), 2;
+    if (!path || !text_path) return cli_usage("PROGRAM.etch and --text FILE are required");
 
     etch_error err;
     etch_program *p = NULL, *r = NULL;
@@ -119,41 +119,41 @@ int cmd_eval(int argc, char **argv) {
     double *kls = NULL;
     int rc = 1;
     FILE *f = fopen(text_path, "rb");
-    if (!f) return fail("%s: cannot open", text_path);
+    if (!f) return cli_failf("%s: cannot open", text_path);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);
     text = malloc(size > 0 ? (size_t)size + 1 : 1);
     size_t got = text && size > 0 ? fread(text, 1, (size_t)size, f) : 0;
     fclose(f);
-    if (!text) return fail("out of memory");
+    if (!text) return cli_failf("out of memory");
     if (etch_program_open(path, &p, &err) != ETCH_OK) {
-        rc = fail("%s", err.message);
+        rc = cli_failf("%s", err.message);
         goto done;
     }
     if (ref_path && etch_program_open(ref_path, &r, &err) != ETCH_OK) {
-        rc = fail("%s", err.message);
+        rc = cli_failf("%s", err.message);
         goto done;
     }
     const etch_method_meta *m = etch_program_meta(p);
     if (r && etch_program_meta(r)->vocab_size != m->vocab_size) {
-        rc = fail("%s and %s have different vocabularies", path, ref_path);
+        rc = cli_failf("%s and %s have different vocabularies", path, ref_path);
         goto done;
     }
     if (ctx > m->max_context_len) ctx = m->max_context_len;
     if (r && ctx > etch_program_meta(r)->max_context_len) ctx = etch_program_meta(r)->max_context_len;
     if (etch_tokenize(p, text, got, 1, &ids, &n_ids, &err) != ETCH_OK) {
-        rc = fail("%s: %s", text_path, err.message);
+        rc = cli_failf("%s: %s", text_path, err.message);
         goto done;
     }
     int n_windows = n_ids / ctx, first = ctx / 2, scored_per = ctx - 1 - first;
     if (n_windows < 1) {
-        fprintf(stderr, "etch eval: %s: %d tokens, fewer than one window of %d\n", text_path, n_ids, ctx);
+        cli_failf("%s: %d tokens, fewer than one window of %d", text_path, n_ids, ctx);
         goto done;
     }
     if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK ||
         (r && etch_session_new_threads(r, threads, &rs, &err) != ETCH_OK)) {
-        rc = fail("%s", err.message);
+        rc = cli_failf("%s", err.message);
         goto done;
     }
     size_t vocab = (size_t)m->vocab_size;
@@ -161,19 +161,26 @@ int cmd_eval(int argc, char **argv) {
     lr = r ? malloc((size_t)ctx * vocab * sizeof *lr) : NULL;
     kls = r ? malloc((size_t)n_windows * scored_per * sizeof *kls) : NULL;
     if (!lg || (r && (!lr || !kls))) {
-        rc = fail("out of memory");
+        rc = cli_failf("out of memory");
         goto done;
     }
     double nll = 0, ref_nll = 0;
     long scored = 0, agree = 0;
-    for (int w = 0; w < n_windows; w++) {
+    int done_windows = 0;
+    struct sigaction sa, old_sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    interrupt_sessions[0] = s, interrupt_sessions[1] = rs;
+    sigaction(SIGINT, &sa, &old_sa);
+    for (int w = 0; w < n_windows && !interrupted; w++) {
         const int32_t *win = ids + (size_t)w * ctx;
-        if (!window_logits(s, win, ctx, lg)) {
-            rc = fail("%s", etch_session_error(s));
-            goto done;
-        }
-        if (r && !window_logits(rs, win, ctx, lr)) {
-            rc = fail("%s", etch_session_error(rs));
+        etch_session *failed = !window_logits(s, win, ctx, lg) ? s : r && !window_logits(rs, win, ctx, lr) ? rs : NULL;
+        if (failed) {
+            if (interrupted) break; /* the window that was cut is not scored */
+            sigaction(SIGINT, &old_sa, NULL);
+            rc = cli_failf("%s", etch_session_error(failed));
             goto done;
         }
         for (int i = first; i < ctx - 1; i++) {
@@ -186,8 +193,17 @@ int cmd_eval(int argc, char **argv) {
             }
             scored++;
         }
+        done_windows = w + 1;
         cli_progress(NULL, "evaluating", w + 1, n_windows);
     }
+    sigaction(SIGINT, &old_sa, NULL);
+    interrupt_sessions[0] = interrupt_sessions[1] = NULL;
+    if (interrupted && !done_windows) {
+        fprintf(stderr, "%s: interrupted before the first window was scored\n", cli_name);
+        rc = 130;
+        goto done;
+    }
+    n_windows = done_windows;
     double ppl = exp(nll / (double)scored);
     if (r) {
         double kl_mean = 0;
@@ -201,16 +217,22 @@ int cmd_eval(int argc, char **argv) {
                    "\"kl_mean\": %.6g, \"kl_p99\": %.6g, \"top1_agreement\": %.6f}\n",
                    scored, n_windows, ctx, ppl, ref_ppl, kl_mean, kl_p99, top1);
         else
-            printf("%s on %s: %ld tokens scored in %d windows of %d\n  perplexity %.4f (reference %.4f)\n"
+            printf("%s on %s: %ld tokens scored in %d window%s of %d\n  perplexity %.4f (reference %.4f)\n"
                    "  KL(reference || program): mean %.6g, 99th percentile %.6g\n  top-1 agreement %.2f%%\n",
-                   path, text_path, scored, n_windows, ctx, ppl, ref_ppl, kl_mean, kl_p99, 100 * top1);
+                   path, text_path, scored, n_windows, n_windows == 1 ? "" : "s", ctx, ppl, ref_ppl, kl_mean, kl_p99,
+                   100 * top1);
     } else if (json) {
         printf("{\"tokens\": %ld, \"windows\": %d, \"ctx\": %d, \"perplexity\": %.6f}\n", scored, n_windows, ctx, ppl);
     } else {
-        printf("%s on %s: %ld tokens scored in %d windows of %d\n  perplexity %.4f\n", path, text_path, scored,
-               n_windows, ctx, ppl);
+        printf("%s on %s: %ld tokens scored in %d window%s of %d\n  perplexity %.4f\n", path, text_path, scored,
+               n_windows, n_windows == 1 ? "" : "s", ctx, ppl);
     }
     rc = 0;
+    if (interrupted) {
+        fprintf(stderr, "%s: interrupted: the figures cover the %d window%s scored\n", cli_name, n_windows,
+                n_windows == 1 ? "" : "s");
+        rc = 130;
+    }
 done:
     free(text), free(lg), free(lr), free(kls);
     etch_free(ids);
