@@ -30,7 +30,7 @@ test-sanitize: setup
 	cmake -S . -B $(BUILD)-asan -DETCH_WERROR=ON -DETCH_SANITIZE=address >/dev/null
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ETCH_NPM_DIR=$(abspath $(BUILD))/npm ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E "test_python|test_install"
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E "test_python|test_install|test_pip"
 	cd $(BUILD)-asan && LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -R test_python
 	cmake -S . -B $(BUILD)-tsan -DETCH_WERROR=ON -DETCH_SANITIZE=thread >/dev/null

@@ -9,7 +9,12 @@ MODELS=${ETCH_MODELS_DIR:-$SRC/../shared/models}
 rm -rf "$STAGE" "$WORK"
 mkdir -p "$WORK"
 cmake --install "$BUILD" --prefix "$STAGE" >/dev/null
-PYDIR=$(echo "$STAGE"/lib/python3/dist-packages)
+PYDIR=$(dirname "$(find "$STAGE" -path '*-packages/etch/__init__.py' | head -1)")
+PYDIR=$(dirname "$PYDIR")
+# Installed where Debian's python3 looks when the prefix is /usr/local (its sys.path, not a CMake guess).
+REL=${PYDIR#"$STAGE"/}
+/usr/bin/python3 -c "import sys; sys.exit(0 if '/usr/local/$REL' in sys.path else 1)" ||
+  { echo "the Python package went to $REL, which /usr/bin/python3 does not search under /usr/local"; exit 1; }
 for f in include/etch.h lib/libetch.a lib/libetch.so.0 lib/pkgconfig/etch.pc bin/etch; do
   [ -e "$STAGE/$f" ] || { echo "not installed: $f"; exit 1; }
 done
@@ -38,4 +43,4 @@ grep -q "^PyTorchObserver {" "$WORK/hello-c.out"
 grep -q "^Once upon a time, there was a little girl named Lily" "$WORK/hello-py.out"
 grep -q "ms to first token" "$WORK/hello-py.out"
 echo "install: library, header, etch.pc, command line and Python package work from $STAGE"
-echo "3 passed, 0 failed"
+echo "4 passed, 0 failed"

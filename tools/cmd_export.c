@@ -91,12 +91,18 @@ int cmd_export(int argc, char **argv) {
     etch_program_info_get(p, &info);
     const char *kept = ""; /* GGUF's Q8_0/Q4_0 matrices, when export kept them */
     char line[256];
-    for (int32_t i = 0; i < info.n_metadata; i++)
-        if (etch_program_metadata_text(p, i, line, sizeof line) > 0 && !strncmp(line, "quant.scheme: \"gguf\"", 21))
-            kept = " (Q8_0/Q4_0 matrices kept as they are)";
+    long trained = 0;
+    for (int32_t i = 0; i < info.n_metadata; i++) {
+        if (etch_program_metadata_text(p, i, line, sizeof line) <= 0) continue;
+        if (!strncmp(line, "quant.scheme: \"gguf\"", 21)) kept = " (Q8_0/Q4_0 matrices kept as they are)";
+        if (!strncmp(line, "source_context_len: ", 20)) trained = strtol(line + 20, NULL, 10);
+    }
     fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,
             cli_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype, kept,
             m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
+    if (trained > 0 && m->max_context_len > trained)
+        fprintf(stderr, "%s: warning: max_context_len %d is past the %ld positions the model was trained on: "
+                        "text beyond them is usually poor\n", cli_name, m->max_context_len, trained);
     etch_program_close(p);
     return 0;
 }

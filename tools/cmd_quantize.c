@@ -112,8 +112,8 @@ int cmd_quantize(int argc, char **argv) {
                  o.calib_mode ? o.calib_mode : "prefill", o.observer ? o.observer : "minmax");
     if (etch_quantize(in, out, &o, &err) != ETCH_OK) return cli_fail(err.message);
     if (n_calib) {
-        fprintf(stderr, "calibrated on %d samples: %lld tokens observed (%lld generated one at a time) in %.2f s, %.1f tokens/s\n",
-                report.samples, (long long)report.tokens, (long long)report.generated, report.seconds,
+        fprintf(stderr, "calibrated on %d sample%s: %lld tokens observed (%lld generated one at a time) in %.2f s, %.1f tokens/s\n",
+                report.samples, report.samples == 1 ? "" : "s", (long long)report.tokens, (long long)report.generated, report.seconds,
                 report.seconds > 0 ? (double)report.tokens / report.seconds : 0.0);
         fprintf(stderr, "special and added tokens seen: %d of %d\n", report.n_special_seen, report.n_special);
         if (report.n_special_seen < report.n_special)
@@ -132,6 +132,9 @@ int cmd_quantize(int argc, char **argv) {
     fprintf(stderr, "wrote %s in %.2f s: %s, %llu bytes (%.1f%% of %s's %llu)\n", out, cli_seconds() - t0, o.scheme,
             (unsigned long long)b.file_size, 100.0 * (double)b.file_size / (double)a.file_size, in,
             (unsigned long long)a.file_size);
+    if (b.file_size > a.file_size && !o.qembedding && etch_program_meta(src)->tied_embeddings)
+        fprintf(stderr, "%s: note: the output is larger than its input: this model's embedding table is tied to its "
+                        "classifier and stays in the input's type; --qembedding 8w or 4w quantizes it too\n", cli_name);
     etch_program_close(src);
     etch_program_close(p);
     return 0;

@@ -72,7 +72,8 @@ static int tokenize_batch(etch_tokenizer *t, const char *file, int bos) {
 int cmd_tokenize(int argc, char **argv) {
     cli_name = "etch tokenize";
     const char *src = NULL, *text = NULL, *file = NULL, *batch = NULL;
-    int decode = 0, bos = 0;
+    int decode = 0, bos = 0, n_words = 0;
+    char *joined = NULL; /* --decode 403 407: the ids as separate arguments, joined */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -90,21 +91,42 @@ int cmd_tokenize(int argc, char **argv) {
             return cli_usage("unknown option '%s'", a);
         } else if (!src) {
             src = a;
-        } else if (!text) {
-            text = a;
         } else {
-            return cli_usage("unexpected argument '%s'", a);
+            size_t have = joined ? strlen(joined) : 0, add = strlen(a);
+            char *nj = realloc(joined, have + add + 2);
+            if (!nj) {
+                free(joined);
+                return cli_fail("out of memory");
+            }
+            joined = nj;
+            if (have) joined[have++] = ' ';
+            memcpy(joined + have, a, add + 1);
+            text = joined;
+            n_words++;
         }
     }
-    if (!src) return cli_usage("a SOURCE (program, tokenizer.json or GGUF) is required");
-    if (!!text + !!file + !!batch != 1) return cli_usage("give exactly one of TEXT, --file F or --batch FILE.json");
-    if (batch && decode) return cli_usage("--batch and --decode exclude each other");
+    if (n_words > 1 && !decode) {
+        free(joined);
+        return cli_usage("one TEXT only (quote it), or ids with --decode");
+    }
+    int urc = 0;
+    if (!src) urc = cli_usage("a SOURCE (program, tokenizer.json or GGUF) is required");
+    else if (!!text + !!file + !!batch != 1) urc = cli_usage("give exactly one of TEXT, --file F or --batch FILE.json");
+    else if (batch && decode) urc = cli_usage("--batch and --decode exclude each other");
+    if (urc) {
+        free(joined);
+        return urc;
+    }
     etch_error err;
     etch_tokenizer *t;
-    if (etch_tokenizer_open(src, &t, &err) != ETCH_OK) return cli_fail(err.message);
+    if (etch_tokenizer_open(src, &t, &err) != ETCH_OK) {
+        free(joined);
+        return cli_fail(err.message);
+    }
     if (batch) {
         int rc = tokenize_batch(t, batch, bos);
         etch_tokenizer_close(t);
+        free(joined);
         return rc;
     }
     char *owned = NULL;
@@ -112,6 +134,7 @@ int cmd_tokenize(int argc, char **argv) {
     if (file) {
         if (!(owned = cli_slurp(file, &len))) {
             etch_tokenizer_close(t);
+            free(joined);
             return 1;
         }
         text = owned;
@@ -161,6 +184,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     etch_tokenizer_close(t);
     free(owned);
+    free(joined);
     return rc;
 }
 

@@ -113,3 +113,76 @@ class TestEtch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestNewUserEdges(unittest.TestCase):
+    """The new-user issue's Python findings, each failing before its fix."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(TMP, exist_ok=True)
+        cls.program = os.path.join(TMP, "py-edges.etch")
+        run("export", "--llama2c", os.path.join(S, "stories260K.bin"), "--tokenizer", os.path.join(S, "tok512.bin"),
+            "-o", cls.program)
+
+    def fresh(self, prompt, n):
+        with ETModelForCausalLM(self.program) as m:
+            return [t.id for t in m.generate(prompt, max_new_tokens=n)]
+
+    def test_two_generations_on_one_session_do_not_interleave(self):
+        with ETModelForCausalLM(self.program) as m:
+            g1 = m.generate("Once upon a time", max_new_tokens=6)
+            first = [next(g1).id for _ in range(3)]
+            with self.assertRaises(EtchError) as cm:
+                m.generate("The cat", max_new_tokens=3)
+            self.assertIn("still open", str(cm.exception))
+            rest = [t.id for t in g1]  # g1 goes on with its own story
+            self.assertEqual(first + rest, self.fresh("Once upon a time", 6))
+            g2 = m.generate("The cat", max_new_tokens=3)
+            del g1  # deleting a finished generation does not stop the next one
+            self.assertEqual([t.id for t in g2], self.fresh("The cat", 3))
+
+    def test_two_sessions_interleaved_each_give_their_own(self):
+        with ETModelForCausalLM(self.program) as m:
+            a, b = m.session(), m.session()
+            ga, gb = a.generate("Once upon a time", max_new_tokens=8), b.generate("The cat", max_new_tokens=8)
+            got_a, got_b = [], []
+            for _ in range(8):
+                got_a.append(next(ga).id)
+                got_b.append(next(gb).id)
+            self.assertEqual(got_a, self.fresh("Once upon a time", 8))
+            self.assertEqual(got_b, self.fresh("The cat", 8))
+            self.assertEqual(a.stats()["generated_tokens"], 8)
+
+    def test_arguments_are_checked_not_wrapped(self):
+        with ETModelForCausalLM(self.program) as m:
+            with self.assertRaises(ValueError) as cm:
+                m.generate("Once", max_new_tokens=2 ** 40)
+            self.assertIn("max_new_tokens", str(cm.exception))
+            with self.assertRaises(ValueError) as cm:
+                m.generate("Once", prefill="fast")
+            self.assertIn("'auto', 'batched' or 'sequential'", str(cm.exception))
+            with self.assertRaises(TypeError):
+                m.generate("Once", max_new_tokens=1.5)
+        with self.assertRaises(ValueError) as cm:
+            m.generate("Once")
+        self.assertIn("closed", str(cm.exception))
+        with self.assertRaises(ValueError):
+            m.tokenize("Once")
+
+    def test_from_pretrained_says_what_a_file_is_and_refuses_ignored_options(self):
+        with self.assertRaises(EtchError) as cm:
+            ETModelForCausalLM.from_pretrained(os.path.join(S, "stories260K.bin"))
+        self.assertIn("not an etch program, a GGUF file or a Hugging Face folder", str(cm.exception))
+        self.assertIn("--llama2c", str(cm.exception))
+        text = os.path.join(TMP, "py-notes.txt")
+        with open(text, "w") as f:
+            f.write("just text\n")
+        with self.assertRaises(EtchError) as cm:
+            ETModelForCausalLM.from_pretrained(text)
+        self.assertIn("not an etch program", str(cm.exception))
+        with self.assertRaises(ValueError) as cm:
+            ETModelForCausalLM.from_pretrained(self.program, max_seq_len=16)
+        self.assertIn("exported with max_seq_len=128", str(cm.exception))
+        with ETModelForCausalLM.from_pretrained(self.program, max_seq_len=128) as m:  # agreeing is fine
+            self.assertEqual(m.method_meta()["max_seq_len"], 128)

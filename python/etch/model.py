@@ -1,0 +1,369 @@
+"""Programs, sessions and generations over the C library (_lib). A model maps one program; each
+Session owns a KV cache and is one conversation's state; a Generation is one pass of etch_generate
+over a session, and owns that session until it ends or is closed."""
+
+import array
+import ctypes
+import json
+import os
+import weakref
+from collections import namedtuple
+
+from ._lib import (EtchError, _ChatOptions, _Error, _ExportOptions, _GenerateConfig, _Limits, _PROGRESS, check, lib)
+
+Token = namedtuple("Token", ["id", "text"])
+
+_PREFILL = {"auto": 0, "batched": 1, "sequential": 2}
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _int_arg(name, v, lo, hi):
+    """v as an int in lo..hi, or ValueError naming the argument (a C int would wrap silently)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s must be an int, not %s" % (name, type(v).__name__))
+    if not lo <= v <= hi:
+        raise ValueError("%s must be in %d..%d, not %d" % (name, lo, hi, v))
+    return v
+
+
+def library_version():
+    """The version of the libetch in use, e.g. "0.1.0"."""
+    return lib().etch_version().decode()
+
+
+def set_memory_budget(nbytes):
+    """A process-wide budget for the sessions' reserved memory (KV caches, workspaces); 0: none."""
+    check(lib().etch_set_memory_budget(_int_arg("nbytes", nbytes, 0, 2 ** 63 - 1)), _Error(1, b"negative budget"))
+
+
+class Generation:
+    """An iterator of Token(id, text) (text: the characters that became complete). It owns its
+    session until it ends; close() (or leaving a for loop early, or deleting it) stops it."""
+
+    def __init__(self, session):
+        self._session = session
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._done:
+            raise StopIteration
+        s = self._session
+        c = lib()
+        tok, text, n = ctypes.c_int32(), ctypes.c_void_p(), ctypes.c_size_t()
+        status = c.etch_generate_next(s._handle(), ctypes.byref(tok), ctypes.byref(text), ctypes.byref(n))
+        if status != 0:
+            self._finish(stop=False)
+            raise EtchError(status, c.etch_session_error(s._sess).decode("utf-8", "replace"))
+        piece = ctypes.string_at(text, n.value).decode("utf-8", "replace") if n.value else ""
+        if tok.value < 0:
+            self._finish(stop=False)
+            if piece:
+                return Token(-1, piece)
+            raise StopIteration
+        return Token(tok.value, piece)
+
+    def _finish(self, stop):
+        if self._done:
+            return
+        self._done = True
+        s = self._session
+        if stop and s._sess:
+            lib().etch_generate_stop(s._sess)
+        if s._active is not None and s._active() is self:
+            s._active = None
+
+    def close(self):
+        """Stops the generation early (the stats then count what was generated)."""
+        self._finish(stop=True)
+
+    def cancel(self):
+        """Asks the generation to stop from another thread: it ends at its next token."""
+        if self._session._sess:
+            lib().etch_session_cancel(self._session._sess)
+
+    def __del__(self):
+        try:
+            self._finish(stop=True)
+        except Exception:
+            pass
+
+
+class Session:
+    """One conversation's state: its own KV cache and stats, on a model's program. Two sessions on one
+    model never mix; one session runs one generation at a time. Not for use from two threads at once."""
+
+    def __init__(self, model, threads=0):
+        self._model = model
+        self._sess = ctypes.c_void_p()
+        self._active = None  # weakref to the open Generation
+        err = _Error()
+        check(lib().etch_session_new_threads(model._handle(), _int_arg("threads", threads, 0, 256),
+                                             ctypes.byref(self._sess), ctypes.byref(err)), err)
+        model._sessions.add(self)
+
+    def _handle(self):
+        if not self._sess:
+            raise ValueError("this session is closed")
+        self._model._handle()
+        return self._sess
+
+    def _fail(self, status):
+        raise EtchError(status, lib().etch_session_error(self._sess).decode("utf-8", "replace"))
+
+    def forward(self, tokens, start_pos=0, all_logits=False):
+        """One forward call over the session's KV cache. Returns the logits as a buffer
+        (array('f')): the last position's [vocab_size], or every position's [n * vocab_size]."""
+        h = self._handle()
+        n = len(tokens)
+        arr = (ctypes.c_int32 * max(n, 1))(*tokens)
+        rows = n if all_logits else 1
+        logits = array.array("f", bytes(4 * self._model._meta.vocab_size * max(rows, 1)))
+        addr, _ = logits.buffer_info()
+        status = lib().etch_forward(h, arr, n, _int_arg("start_pos", start_pos, 0, _INT32_MAX),
+                                    ctypes.cast(addr, ctypes.POINTER(ctypes.c_float)), int(all_logits))
+        if status != 0:
+            self._fail(status)
+        return logits
+
+    def generate(self, prompt, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=42, prefill="auto",
+                 add_bos=True):
+        """Tokenizes and prefills the prompt now, and returns a Generation that yields Token(id, text)
+        as each token is generated. Stops at max_new_tokens, an EOS id, or a full context."""
+        h = self._handle()
+        if self._active is not None and self._active() is not None:
+            raise EtchError(1, "a generation on this session is still open: finish it or close() it first, or "
+                               "use model.session() for a second conversation")
+        if prefill not in _PREFILL:
+            raise ValueError("prefill must be 'auto', 'batched' or 'sequential', not %r" % (prefill,))
+        if not isinstance(prompt, str):
+            raise TypeError("prompt must be a str, not %s" % type(prompt).__name__)
+        c = lib()
+        cfg = _GenerateConfig()
+        c.etch_generate_config_default(ctypes.byref(cfg))
+        cfg.max_new_tokens = _int_arg("max_new_tokens", max_new_tokens, 0, _INT32_MAX)
+        cfg.top_k = _int_arg("top_k", top_k, 0, _INT32_MAX)
+        cfg.seed = _int_arg("seed", seed, 0, 2 ** 64 - 1)
+        cfg.temperature, cfg.top_p = float(temperature), float(top_p)
+        cfg.prefill, cfg.add_bos = _PREFILL[prefill], int(bool(add_bos))
+        status = c.etch_generate_start(h, prompt.encode("utf-8"), ctypes.byref(cfg))
+        if status != 0:
+            self._fail(status)
+        g = Generation(self)
+        self._active = weakref.ref(g)
+        return g
+
+    def text_generation(self, prompt, max_seq_len=None, **kwargs):
+        """The prompt followed by its greedy continuation, as optimum-executorch returns it.
+        max_seq_len counts prompt and generated tokens together (default: the context length)."""
+        n_prompt = len(self._model.tokenize(prompt, add_bos=kwargs.get("add_bos", True)))
+        limit = self._model._meta.max_context_len if max_seq_len is None else _int_arg("max_seq_len", max_seq_len, 1,
+                                                                                         _INT32_MAX)
+        if limit <= n_prompt:
+            raise EtchError(7, "max_seq_len %d leaves no room after the prompt's %d tokens" % (limit, n_prompt))
+        g = self.generate(prompt, max_new_tokens=limit - n_prompt, **kwargs)
+        try:
+            return prompt + "".join(t.text for t in g)
+        finally:
+            g.close()
+
+    def stats(self):
+        """The last generation's stats: the PyTorchObserver fields, as a dict."""
+        c = lib()
+        buf = ctypes.create_string_buffer(4096)
+        c.etch_stats_observer_line(c.etch_session_stats(self._handle()), buf, len(buf))
+        return json.loads(buf.value.decode()[len("PyTorchObserver "):])
+
+    def set_limits(self, max_prompt_bytes=0, max_prompt_tokens=0, max_new_tokens=0):
+        """Refuse prompts and requests past these before any work (0: no limit)."""
+        lim = _Limits(_int_arg("max_prompt_bytes", max_prompt_bytes, 0, 2 ** 63 - 1),
+                      _int_arg("max_prompt_tokens", max_prompt_tokens, 0, _INT32_MAX),
+                      _int_arg("max_new_tokens", max_new_tokens, 0, _INT32_MAX))
+        status = lib().etch_session_set_limits(self._handle(), ctypes.byref(lim))
+        if status != 0:
+            self._fail(status)
+
+    def close(self):
+        if self._active is not None and self._active() is not None:
+            self._active()._finish(stop=False)
+        if self._sess:
+            lib().etch_session_free(self._sess)
+            self._sess = ctypes.c_void_p()
+        self._model._sessions.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def _program_path(path, cache_dir, opts, progress):
+    """The program for a program file, a GGUF file or a Hugging Face folder (exported once into the
+    cache by the library's etch_cached_program, which the command line uses too)."""
+    eo = _ExportOptions(opts["max_context_len"] or -4096, opts["max_seq_len"] or 0,
+                        opts["dtype"].encode() if opts["dtype"] else None,
+                        opts["chat_template"].encode() if opts["chat_template"] else None,
+                        _PROGRESS(progress) if progress else _PROGRESS(), None)
+    out = ctypes.create_string_buffer(4096)
+    err = _Error()
+    exported = ctypes.c_int()
+    check(lib().etch_cached_program(os.fsencode(path), os.fsencode(cache_dir) if cache_dir else None, ctypes.byref(eo),
+                                    out, len(out), ctypes.byref(exported), ctypes.byref(err)), err)
+    return out.value.decode(), bool(exported.value)
+
+
+class ETModelForCausalLM:
+    """A program and a default session (one conversation). model.session() makes more: each has its
+    own KV cache, so conversations on one model never mix; the program is mapped once for all."""
+
+    def __init__(self, program_path, threads=0):
+        c = lib()
+        err = _Error()
+        self._prog = ctypes.c_void_p()
+        self._sessions = weakref.WeakSet()
+        check(c.etch_program_open(os.fsencode(program_path), ctypes.byref(self._prog), ctypes.byref(err)), err)
+        self.path = program_path
+        self._meta = c.etch_program_meta(self._prog).contents
+        try:
+            self._default = Session(self, threads)
+        except Exception:
+            c.etch_program_close(self._prog)
+            self._prog = ctypes.c_void_p()
+            raise
+
+    @classmethod
+    def from_pretrained(cls, path, *, max_seq_len=None, max_context_len=None, dtype=None, chat_template=None,
+                        cache_dir=None, threads=0, progress=None):
+        """Opens a program file, or exports a Hugging Face folder or a GGUF file on first use into a
+        cache folder ($ETCH_CACHE_DIR, else ~/.cache/etch) and opens the result, reused while the
+        source is unchanged. Export options: max_seq_len (the forward bound), max_context_len, dtype
+        ("f32", "f16", "bf16"), chat_template. A program file was exported already: an option that
+        disagrees with it is an error, not ignored. progress(what, done, total) follows an export."""
+        opts = {"max_seq_len": max_seq_len, "max_context_len": max_context_len, "dtype": dtype,
+                "chat_template": chat_template}
+        for k in ("max_seq_len", "max_context_len"):
+            if opts[k] is not None:
+                _int_arg(k, opts[k], 1, 1 << 20)
+        cb = (lambda user, what, done, total: progress(what.decode(), done, total)) if progress else None
+        prog, _ = _program_path(path, cache_dir, opts, cb)
+        m = cls(prog, threads)
+        if prog == path:  # a program file: its options are fixed
+            meta = m.method_meta()
+            for k in ("max_seq_len", "max_context_len", "dtype", "chat_template"):
+                if opts[k] is not None and opts[k] != meta[k]:
+                    m.close()
+                    raise ValueError("%s=%r: %s is a program exported with %s=%r; export it again to change it"
+                                     % (k, opts[k], path, k, meta[k]))
+        return m
+
+    def _handle(self):
+        if not self._prog:
+            raise ValueError("this model is closed")
+        return self._prog
+
+    def session(self, threads=0):
+        """A new conversation on this model: its own KV cache and stats."""
+        return Session(self, threads)
+
+    # -------------------------------------------------------------- metadata and tokens
+
+    def method_meta(self):
+        """The method metadata, with ExecuTorch's names."""
+        self._handle()
+        m = self._meta
+        d = {name: getattr(m, name) for name, _ in type(m)._fields_ if name not in ("eos_ids", "n_eos", "layer_window")}
+        d["eos_ids"] = [m.eos_ids[i] for i in range(m.n_eos)]
+        d["layer_window"] = [m.layer_window[i] for i in range(m.n_layers)] if m.layer_window else [0] * m.n_layers
+        for k, v in d.items():
+            if isinstance(v, bytes):
+                d[k] = v.decode()
+        return d
+
+    def tokenize(self, text, add_bos=True):
+        """The ids of text (BOS first when add_bos and the model has one)."""
+        c = lib()
+        data = text.encode("utf-8")
+        ids = ctypes.POINTER(ctypes.c_int32)()
+        n = ctypes.c_int32()
+        err = _Error()
+        check(c.etch_tokenize(self._handle(), data, len(data), int(add_bos), ctypes.byref(ids), ctypes.byref(n),
+                              ctypes.byref(err)), err)
+        try:
+            return [ids[i] for i in range(n.value)]
+        finally:
+            c.etch_free(ids)
+
+    def detokenize(self, ids):
+        c = lib()
+        arr = (ctypes.c_int32 * max(len(ids), 1))(*ids)
+        out = ctypes.c_void_p()
+        n = ctypes.c_size_t()
+        err = _Error()
+        check(c.etch_detokenize(self._handle(), arr, len(ids), ctypes.byref(out), ctypes.byref(n), ctypes.byref(err)),
+              err)
+        try:
+            return ctypes.string_at(out, n.value).decode("utf-8", "replace")
+        finally:
+            c.etch_free(out)
+
+    def chat_prompt(self, user, system=None, think=None, template=None):
+        """The prompt text of one user turn in the model's chat template."""
+        c = lib()
+        o = _ChatOptions(system.encode() if system else None, -1 if think is None else int(bool(think)),
+                         template.encode() if template else None)
+        out = ctypes.c_void_p()
+        err = _Error()
+        check(c.etch_chat_render(self._handle(), user.encode(), ctypes.byref(o), ctypes.byref(out), ctypes.byref(err)),
+              err)
+        try:
+            return ctypes.string_at(out).decode()
+        finally:
+            c.etch_free(out)
+
+    # -------------------------------------------------------------- the default session
+
+    def forward(self, tokens, start_pos=0, all_logits=False):
+        return self._default.forward(tokens, start_pos, all_logits)
+
+    def generate(self, prompt, **kwargs):
+        return self._default.generate(prompt, **kwargs)
+
+    def text_generation(self, prompt, max_seq_len=None, **kwargs):
+        return self._default.text_generation(prompt, max_seq_len, **kwargs)
+
+    def stats(self):
+        return self._default.stats()
+
+    forward.__doc__, generate.__doc__ = Session.forward.__doc__, Session.generate.__doc__
+    text_generation.__doc__, stats.__doc__ = Session.text_generation.__doc__, Session.stats.__doc__
+
+    # -------------------------------------------------------------- lifetime
+
+    def close(self):
+        """Frees every session of this model, then the program. Later calls raise ValueError."""
+        for s in list(self._sessions):
+            s.close()
+        if self._prog:
+            lib().etch_program_close(self._prog)
+            self._prog = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
