@@ -213,6 +213,15 @@ check "eval Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
 check "eval Ctrl-C: the windows scored so far" test "$("$JSONQ" "$WORK/eint.json" windows)" -gt 0
 check "eval Ctrl-C: says so" grep -q "interrupted: the figures cover" "$WORK/eint.err"
 
+# --- small rough edges
+check "tokenize --decode takes ids as separate arguments" test "$("$ETCH" tokenize "$P" --decode 403 407)" = "Once upon"
+expect_error 2 "one TEXT only" -- "$ETCH" tokenize "$P" two words
+"$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$WORK/long.etch" --max-context-len 1024 2>"$WORK/long.err"
+check "export warns past the trained context" grep -q "past the 512 positions the model was trained on" "$WORK/long.err"
+"$ETCH" >"$WORK/bare.out" 2>"$WORK/bare.err"; rc=$?
+check "bare etch: usage on stderr, exit 2" test "$rc" -eq 2 -a ! -s "$WORK/bare.out" -a -s "$WORK/bare.err"
+check "--help lists quantize" grep -q "quantize" <("$ETCH" --help)
+
 # --- bench: lists, strict numbers, formats
 "$ETCH" bench "$P" -p 16 -n 4,8 -t 1 -r 1 --no-roofline -o csv >"$WORK/bench.csv"
 check "bench -n takes a list; csv has a header and a row per case" test "$(wc -l <"$WORK/bench.csv")" -eq 3

@@ -24,6 +24,9 @@ export PKG_CONFIG_PATH=$STAGE/lib/pkgconfig LD_LIBRARY_PATH=$STAGE/lib
 "$STAGE/bin/etch" export --llama2c "$MODELS/stories260K/stories260K.bin" --tokenizer "$MODELS/stories260K/tok512.bin" \
   -o "$WORK/stories.etch" 2>/dev/null
 
+# A user's build gets etch's include folder and nothing of its private dependencies.
+case "$(pkg-config --cflags etch)" in *UTF8PROC*|*cjson*) echo "etch.pc leaks cflags: $(pkg-config --cflags etch)"; exit 1 ;; esac
+
 # The example program.
 cc -std=c11 -Wall -Werror "$SRC/examples/generate.c" $(pkg-config --cflags --libs etch) -o "$WORK/generate"
 "$WORK/generate" "$WORK/stories.etch" "Once upon a time" 60 >"$WORK/generate.out"
