@@ -327,6 +327,20 @@ typedef struct etch_chat_options {
 etch_status etch_chat_render(const etch_program *p, const char *user, const etch_chat_options *opt, char **out,
                              etch_error *err);
 
+/* One message of a conversation: role "system", "user" or "assistant"; reasoning (Qwen3's think
+ * block of an assistant message) may be NULL. */
+typedef struct etch_chat_message {
+    const char *role;
+    const char *content;
+    const char *reasoning;
+} etch_chat_message;
+
+/* Renders messages[0..n) in the chat template; with add_generation_prompt, the assistant's turn is
+ * then opened. BOS is not written. *out as etch_chat_render's. */
+etch_status etch_chat_render_messages(const etch_program *p, const etch_chat_message *messages, int32_t n,
+                                      int add_generation_prompt, const etch_chat_options *opt, char **out,
+                                      etch_error *err);
+
 /* ---------------------------------------------------------------- sessions and forward */
 
 /* Creates a session: a KV cache for K and V per layer, [kv rows, n_kv_heads * head_dim] where a
@@ -380,6 +394,27 @@ typedef struct etch_limits {
 } etch_limits;
 etch_status etch_session_set_limits(etch_session *s, const etch_limits *limits);
 
+/* ---------------------------------------------------------------- a session's state */
+
+/* The positions the KV cache holds (0 after etch_session_new or a reset), and their ids: a view
+ * valid until the next call on the session. A generation leaves its last sampled token unfed: it
+ * is not among these ids, and the next CONTINUE or REUSE generation feeds it first. */
+int32_t etch_session_position(const etch_session *s);
+const int32_t *etch_session_cache_ids(const etch_session *s, int32_t *n);
+/* Truncates the cache to its first pos positions (0 <= pos <= position): later calls overwrite the
+ * rest. A layer with a sliding-window ring refuses (ETCH_ERR_INPUT, with a message) when the keys the
+ * next position needs were overwritten; reset and prefill again then. */
+etch_status etch_session_rewind(etch_session *s, int32_t pos);
+/* Empties the session: position 0, no conversation. */
+void etch_session_reset(etch_session *s);
+
+/* Saves the cache (its ids and every layer's keys and values) to a file, whole or not at all, and
+ * loads it into a session of the same program: llama.cpp's --prompt-cache, so a long system prompt
+ * is prefilled once. The file carries the program's checksum and shapes; a file from another program
+ * is refused by name. Loading replaces the session's state. */
+etch_status etch_session_save(etch_session *s, const char *path);
+etch_status etch_session_load(etch_session *s, const char *path);
+
 /* One forward call: tokens[n] at positions start_pos .. start_pos+n-1, over the KV cache, which it
  * extends. Requires 1 <= n <= max_seq_len, 0 <= start_pos, start_pos + n <= max_context_len and every
  * id in [0, vocab_size); otherwise ETCH_ERR_INPUT with a message showing the method metadata and the
@@ -406,6 +441,20 @@ typedef enum etch_prefill_mode {
     ETCH_PREFILL_SEQUENTIAL = 2 /* one token per call on any program */
 } etch_prefill_mode;
 
+/* What a generation does with the session's cache before its prompt.
+ *   RESET: start again at position 0 (one-shot prompts).
+ *   CONTINUE: append the prompt after what the cache holds (and the last token sampled, which a
+ *     generation leaves unfed): a conversation that sends only its new part.
+ *   REUSE: the prompt is the whole text; the longest common prefix of its ids and the cache's is
+ *     kept and only the rest prefilled (an app that re-sends its history pays for the new tokens;
+ *     stats.reused_tokens counts what was kept). */
+typedef enum etch_cache_mode { ETCH_CACHE_RESET = 0, ETCH_CACHE_CONTINUE = 1, ETCH_CACHE_REUSE = 2 } etch_cache_mode;
+
+/* When the context fills during generation. STOP ends with stop_reason 2. SHIFT keeps the first
+ * n_keep positions, drops the oldest half of the rest, prefills what is kept again at its new
+ * positions (batched; exact, as RoPE positions change) and goes on; stats.context_shifts counts it. */
+typedef enum etch_context_policy { ETCH_CONTEXT_STOP = 0, ETCH_CONTEXT_SHIFT = 1 } etch_context_policy;
+
 typedef struct etch_generate_config {
     int32_t max_new_tokens; /* generated tokens, not counting the prompt; stops earlier at EOS or a full context */
     float temperature;      /* 0: greedy */
@@ -413,10 +462,17 @@ typedef struct etch_generate_config {
     float top_p;            /* 1: off */
     uint64_t seed;
     etch_prefill_mode prefill;
-    int add_bos;            /* prepend the program's BOS id (when it has one) */
+    int add_bos;            /* prepend the program's BOS id (when it has one) to a prompt at position 0 */
+    etch_cache_mode cache;  /* what happens to the session's cache first: RESET (the default), CONTINUE, REUSE */
+    const char *const *stop; /* [n_stop] stop strings, or NULL: generation ends before the first one appears,
+                              * and no text of it (or after it) is ever emitted; borrowed for the generation */
+    int32_t n_stop;
+    etch_context_policy context; /* when the context fills while generating: STOP (default) or SHIFT */
+    int32_t n_keep;         /* SHIFT: the first n_keep positions (a system prompt) are never dropped */
 } etch_generate_config;
 
-/* Fills the defaults: 128 tokens, greedy, top_k 0, top_p 1, seed 42, auto prefill, add_bos 1. */
+/* Fills the defaults: 128 tokens, greedy, top_k 0, top_p 1, seed 42, auto prefill, add_bos 1, cache
+ * RESET, no stop strings, context STOP, n_keep 0. */
 void etch_generate_config_default(etch_generate_config *cfg);
 
 /* Called once per generated token with the text that became complete (maybe empty, never a broken
@@ -440,6 +496,15 @@ etch_status etch_generate(etch_session *s, const char *prompt, const etch_genera
 etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_generate_config *cfg);
 etch_status etch_generate_next(etch_session *s, int32_t *token, const char **text, size_t *len);
 void etch_generate_stop(etch_session *s);
+
+/* A conversation turn: starts a generation (then etch_generate_next as above) answering
+ * messages[0..n), whose last is a user message. When the session holds this conversation's earlier
+ * turns (messages[0..k) as rendered and answered here, the answers exactly as generated), only the
+ * new messages are rendered and prefilled after them: the cache keeps the generated ids, nothing is
+ * tokenized again. Otherwise the whole conversation is rendered and prefilled with REUSE. cfg->cache
+ * is ignored. The answer's text becomes the conversation's next assistant message when it ends. */
+etch_status etch_chat_start(etch_session *s, const etch_chat_message *messages, int32_t n,
+                            const etch_chat_options *opt, const etch_generate_config *cfg);
 
 /* The ids of the last etch_generate's prompt (BOS included). View valid until the next generate. */
 const int32_t *etch_session_prompt_ids(const etch_session *s, int32_t *n);
@@ -476,7 +541,10 @@ typedef struct etch_stats {
     int32_t n_chunks;
     const int32_t *chunks;          /* [n_chunks] tokens per prefill forward call */
     int32_t stop_reason;            /* 0: max_new_tokens, 1: EOS, 2: context full, 3: callback or
-                                     * etch_generate_stop, 4: etch_session_cancel */
+                                     * etch_generate_stop, 4: etch_session_cancel, 5: a stop string */
+    int64_t reused_tokens;          /* prompt positions kept from the cache (CONTINUE, REUSE, chat); not
+                                     * in prompt_tokens, which counts the tokens prefilled */
+    int32_t context_shifts;         /* times the SHIFT policy made room */
 } etch_stats;
 
 const etch_stats *etch_session_stats(const etch_session *s);

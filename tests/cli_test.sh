@@ -234,7 +234,7 @@ expect_error 2 "-r expects an integer in 1..1000, got '1x'" -- "$ETCH" bench "$P
 expect_error 2 "-o expects md, csv, json or jsonl" -- "$ETCH" bench "$P" -o xml
 "$ETCH" bench "$P" -p 16 -n 4 -r 1 >"$WORK/bench.md"
 check "bench: no '0 thread(s)' without -t" test "$(grep -c '0 thread' "$WORK/bench.md")" -eq 0
-check "bench: decode past the read bandwidth is explained" grep -q "read from the CPU's caches" "$WORK/bench.md"
+check "bench: the table's header" grep -q "^| threads | prompt | gen | prefill tok/s" "$WORK/bench.md"
 expect_error 2 "--ctx expects an integer" -- "$ETCH" eval "$P" --text "$WORK/prompt.txt" --ctx 1
 expect_error 2 "etch eval: unknown option" -- "$ETCH" eval "$P" --bogus
 

@@ -35,7 +35,8 @@ class _MethodMeta(ctypes.Structure):
 class _GenerateConfig(ctypes.Structure):
     _fields_ = [("max_new_tokens", ctypes.c_int32), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
                 ("top_p", ctypes.c_float), ("seed", ctypes.c_uint64), ("prefill", ctypes.c_int),
-                ("add_bos", ctypes.c_int)]
+                ("add_bos", ctypes.c_int), ("cache", ctypes.c_int), ("stop", ctypes.POINTER(ctypes.c_char_p)),
+                ("n_stop", ctypes.c_int32), ("context", ctypes.c_int), ("n_keep", ctypes.c_int32)]
 
 
 _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64)

@@ -591,6 +591,7 @@ const char *imp_recognize_template(const char *j) {
     if (strstr(j, "<|im_start|>")) return strstr(j, "enable_thinking") ? "qwen3" : "chatml";
     if (strstr(j, "<|start_header_id|>")) return "llama3";
     if (strstr(j, "[INST]")) return "llama2";
+    if (strstr(j, "<start_of_turn>")) return "gemma";
     return NULL;
 }
 

@@ -105,7 +105,7 @@ int imp_raw_piece(const char *s, size_t n, int byte_level, char *out, size_t *le
 
 /* The tokenizer spec of m (views into m). */
 void imp_tok_spec(const imp_model *m, tok_spec *s);
-/* Recognizes a Jinja chat template by its markers: "qwen3", "chatml", "llama3" or "llama2"; "" when
+/* Recognizes a Jinja chat template by its markers: "qwen3", "chatml", "llama3", "llama2" or "gemma"; "" when
  * jinja is NULL or empty; NULL when it is a template none of these (the exporter then asks for
  * --chat-template). */
 const char *imp_recognize_template(const char *jinja);

@@ -43,13 +43,16 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
     s->text = base_malloc(s->text_cap);
     s->generated = base_malloc(ctx * sizeof *s->generated);
     s->chunks = base_malloc(ctx * sizeof *s->chunks);
-    if (!s->logits || !s->cand || !s->text || !s->generated || !s->chunks) {
+    s->ctx_ids = base_malloc(ctx * sizeof *s->ctx_ids);
+    s->pending = -1;
+    if (!s->logits || !s->cand || !s->text || !s->generated || !s->chunks || !s->ctx_ids) {
         etch_session_free(s);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate session buffers");
     }
     s->stats.chunks = s->chunks;
     int64_t bytes = (int64_t)s->st.bytes + (int64_t)(vocab * (sizeof *s->logits + sizeof *s->cand) + s->text_cap +
-                                                     ctx * (sizeof *s->generated + sizeof *s->chunks));
+                                                     ctx * (sizeof *s->generated + sizeof *s->chunks +
+                                                            sizeof *s->ctx_ids));
     if ((st = rt_memory_admit(bytes, err))) {
         etch_session_free(s);
         return st;
@@ -65,6 +68,9 @@ void etch_session_free(etch_session *s) {
     base_pool_free(s->pool);
     model_state_free(&s->st);
     base_free(s->logits), base_free(s->cand), base_free(s->text), base_free(s->prompt), base_free(s->generated), base_free(s->chunks);
+    base_free(s->ctx_ids), base_free(s->hold), base_free(s->emit), base_free(s->answer);
+    rt_chat_forget(s);
+    base_free(s->chat.role), base_free(s->chat.content);
     base_free(s);
 }
 
@@ -159,6 +165,8 @@ etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int3
     }
     model_forward(&p->cfg, &p->w, &s->st, s->pool, tokens, n, start_pos, logits, all_logits);
     s->kv_end = start_pos + n;
+    memcpy(s->ctx_ids + start_pos, tokens, (size_t)n * sizeof *tokens); /* the conversation's ids follow the cache */
+    s->n_ctx = start_pos + n;
     return ETCH_OK;
 }
 
