@@ -18,7 +18,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n) {
         static const char *texts[] = {"Hello, world!", "  spaces\tand\nlines ", "caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\x98\x80", "<|im_start|>user"};
         for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
             int32_t *ids = NULL, n_ids = 0;
-            if (tok_encode(&t, texts[i], strlen(texts[i]), 1, &ids, &n_ids, &err) == ETCH_OK) {
+            if (tok_encode(&t, texts[i], strlen(texts[i]), TOK_BOS, NULL, &ids, &n_ids, &err) == ETCH_OK) {
                 for (int32_t k = 0; k < n_ids; k++) {
                     size_t l;
                     tok_piece(&t, k ? ids[k - 1] : -1, ids[k], 0, &l);

@@ -124,7 +124,20 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_i32(w, "use_kv_cache", 1);
     fmt_put_i32(w, "enable_dynamic_shape", seq > 1);
     fmt_put_i32(w, "bos_id", m->bos_id);
-    fmt_put_i32s(w, "eos_ids", m->eos_ids, (uint32_t)m->n_eos);
+    /* Every end of turn stops a turn: the template's end-of-turn token joins the EOS ids the source
+     * declared (a model whose generation_config names only <|endoftext|> still ends at <|im_end|>). */
+    int32_t eos[17], n_eos = m->n_eos;
+    memcpy(eos, m->eos_ids, (size_t)n_eos * sizeof *eos);
+    const char *end = chat[0] ? rt_chat_end_token(chat) : NULL;
+    for (int32_t i = 0; end && i < m->vocab_size && n_eos < 17; i++) {
+        size_t len = (size_t)(m->tok_offsets[i + 1] - m->tok_offsets[i]);
+        if (len != strlen(end) || memcmp(m->tok_blob + m->tok_offsets[i], end, len)) continue;
+        int dup = 0;
+        for (int32_t k = 0; k < n_eos; k++) dup |= eos[k] == i;
+        if (!dup) eos[n_eos++] = i;
+        break;
+    }
+    fmt_put_i32s(w, "eos_ids", eos, (uint32_t)n_eos);
     fmt_put_i32(w, "vocab_size", m->vocab_size);
     fmt_put_i32(w, "n_layers", m->n_layers);
     fmt_put_i32(w, "n_heads", m->n_heads);

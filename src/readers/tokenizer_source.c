@@ -70,7 +70,7 @@ etch_status etch_tokenizer_encode(const etch_tokenizer *t, const char *text, siz
                                   int32_t *n_out, etch_error *err) {
     base_clear(err);
     if (!t || !ids_out || !n_out || (!text && len)) return base_fail(err, ETCH_ERR_ARG, "etch_tokenizer_encode: NULL argument");
-    return tok_encode(t->use, text ? text : "", len, add_bos, NULL, ids_out, n_out, err);
+    return tok_encode(t->use, text ? text : "", len, add_bos ? TOK_BOS : 0, NULL, ids_out, n_out, err);
 }
 
 etch_status etch_tokenizer_decode(const etch_tokenizer *t, const int32_t *ids, int32_t n, char **text_out,

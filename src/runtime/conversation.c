@@ -171,11 +171,11 @@ etch_status etch_chat_start(etch_session *s, const etch_chat_message *messages, 
                     break;
                 }
         }
-        rc = tok_encode(&p->tok, t, strlen(t), 0, &s->cancel, &ids, &n_ids, &err);
+        rc = tok_encode(&p->tok, t, strlen(t), TOK_CONTINUES, &s->cancel, &ids, &n_ids, &err);
         keep = s->n_ctx, feed = 1;
     } else { /* the whole conversation, with what the cache shares kept */
         rc = rt_chat_render_turns(name, messages, n, 1, think, &text, &err);
-        if (!rc) rc = tok_encode(&p->tok, text, strlen(text), 1, &s->cancel, &ids, &n_ids, &err);
+        if (!rc) rc = tok_encode(&p->tok, text, strlen(text), TOK_BOS, &s->cancel, &ids, &n_ids, &err);
         if (!rc) {
             int32_t have = s->n_ctx + (s->pending >= 0);
             while (from < n_ids && from < have && ids[from] == (from < s->n_ctx ? s->ctx_ids[from] : s->pending)) from++;

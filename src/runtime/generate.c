@@ -152,7 +152,8 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
     int at_start = cfg.cache == ETCH_CACHE_CONTINUE ? s->n_ctx == 0 && s->pending < 0 : 1;
     int32_t *ids = NULL, n = 0;
     etch_error err;
-    rc = tok_encode(&p->tok, prompt, prompt_bytes, cfg.add_bos && at_start, &s->cancel, &ids, &n, &err);
+    int flags = (cfg.add_bos && at_start ? TOK_BOS : 0) | (at_start ? 0 : TOK_CONTINUES);
+    rc = tok_encode(&p->tok, prompt, prompt_bytes, flags, &s->cancel, &ids, &n, &err);
     if (rc) return rt_fail(s, rc, "prompt: %s", err.message);
     s->stats.token_encode_end_ms = now_ms();
     int32_t keep = 0, from = 0;
@@ -343,6 +344,15 @@ etch_status etch_generate_next(etch_session *s, int32_t *token, const char **tex
     double t0 = base_now_us();
     int32_t tok = rt_sample(s, cfg, s->logits);
     s->gen.sampling_us += base_now_us() - t0;
+    if (s->n_generated == s->generated_cap) { /* past the context (SHIFT), the ids outgrow it */
+        int32_t cap = s->generated_cap * 2;
+        int32_t *ng = base_realloc(s->generated, (size_t)cap * sizeof *ng);
+        if (!ng) {
+            s->gen.active = 0;
+            return rt_fail(s, ETCH_ERR_NOMEM, "out of memory holding the generated ids");
+        }
+        s->generated = ng, s->generated_cap = cap;
+    }
     s->generated[s->n_generated++] = tok;
     if (s->n_generated == 1) st->first_token_ms = now_ms();
     size_t plen;

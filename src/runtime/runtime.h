@@ -39,7 +39,8 @@ struct etch_session {
     tok_utf8_stream utf8;   /* holds an unfinished character between callbacks */
     int32_t *prompt;        /* [n_prompt] ids of the last prompt (malloc'ed per generate call) */
     int32_t n_prompt;
-    int32_t *generated;     /* [max_context_len] */
+    int32_t *generated;     /* [generated_cap], max_context_len at first */
+    int32_t generated_cap;
     int32_t n_generated;
     int32_t *chunks;        /* [max_context_len] prefill chunk sizes */
     int32_t kv_end;         /* positions 0 .. kv_end-1 have been written by forward calls (rings: the newest) */

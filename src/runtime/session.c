@@ -42,6 +42,7 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
     s->cand = base_malloc(vocab * sizeof *s->cand);
     s->text = base_malloc(s->text_cap);
     s->generated = base_malloc(ctx * sizeof *s->generated);
+    s->generated_cap = (int32_t)ctx;
     s->chunks = base_malloc(ctx * sizeof *s->chunks);
     s->ctx_ids = base_malloc(ctx * sizeof *s->ctx_ids);
     s->pending = -1;
@@ -176,7 +177,7 @@ etch_status etch_tokenize(const etch_program *p, const char *text, size_t len, i
                           int32_t *n_out, etch_error *err) {
     base_clear(err);
     if (!p || !ids_out || !n_out || (!text && len)) return base_fail(err, ETCH_ERR_ARG, "etch_tokenize: NULL argument");
-    return tok_encode(&p->tok, text ? text : "", len, add_bos, NULL, ids_out, n_out, err);
+    return tok_encode(&p->tok, text ? text : "", len, add_bos ? TOK_BOS : 0, NULL, ids_out, n_out, err);
 }
 
 etch_status etch_detokenize(const etch_program *p, const int32_t *ids, int32_t n, char **text_out, size_t *len_out,

@@ -495,7 +495,7 @@ static int32_t match_added_at(const tok_tokenizer *t, const char *s, size_t n) {
     return -1;
 }
 
-etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, const int *cancel,
+etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int flags, const int *cancel,
                        int32_t **ids_out, int32_t *n_out, etch_error *err) {
     *ids_out = NULL;
     *n_out = 0;
@@ -509,10 +509,10 @@ etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int
     w.cancel = cancel;
     w.scratch = base_malloc((size_t)t->max_piece_len * 2 + 8);
     if (!w.scratch) return base_fail(err, ETCH_ERR_NOMEM, "out of memory tokenizing");
-    if (add_bos && t->s.bos_id >= 0) push_id(&out, t->s.bos_id);
+    if ((flags & TOK_BOS) && t->s.bos_id >= 0) push_id(&out, t->s.bos_id);
     etch_status st = ETCH_OK;
     size_t start = 0;
-    int first = 1;
+    int first = !(flags & TOK_CONTINUES); /* text that continues earlier text takes no dummy prefix */
     for (size_t i = 0; i < len && !st && t->n_added > 0;) {
         if (stop_asked(&w)) {
             st = base_fail(err, ETCH_ERR_CANCELLED, "tokenizing was cancelled");

@@ -61,10 +61,12 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
 void tok_free(tok_tokenizer *t);
 
 /* Encodes UTF-8 text (refused with ETCH_ERR_TEXT if invalid). *ids is malloc'ed; caller frees.
+ * flags: TOK_BOS and TOK_CONTINUES (below).
  * cancel: NULL, or a flag read (atomically) every few thousand pre-tokens and merges; once it is
  * non-zero the call stops with ETCH_ERR_CANCELLED. The work is linear in the text's length (up to
  * the heap's log factor within one word); memory is about 40 bytes per byte of the longest word. */
-etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int add_bos, const int *cancel,
+enum { TOK_BOS = 1, TOK_CONTINUES = 2 }; /* BOS first; the text continues earlier text (no dummy prefix) */
+etch_status tok_encode(const tok_tokenizer *t, const char *text, size_t len, int flags, const int *cancel,
                        int32_t **ids, int32_t *n, etch_error *err);
 
 /* Decoding flags. */
