@@ -222,6 +222,15 @@ check "export warns past the trained context" grep -q "past the 512 positions th
 check "bare etch: usage on stderr, exit 2" test "$rc" -eq 2 -a ! -s "$WORK/bare.out" -a -s "$WORK/bare.err"
 check "--help lists quantize" grep -q "quantize" <("$ETCH" --help)
 
+# --- etch chat: through a pseudo-terminal (script), two turns, /stats, Ctrl-D
+printf 'Hello\nHow are you?\n/stats\n' | ETCH_CACHE_DIR=$WORK/cache script -qefc "'$ETCH' chat '$WORK/q.gguf' -n 6" /dev/null >"$WORK/chat.tty" 2>&1
+check "chat on a terminal: two prompts answered" test "$(grep -c '^> ' "$WORK/chat.tty")" -ge 3
+check "chat: the second turn reused the first from the cache" grep -q '"reused_tokens": [1-9]' "$WORK/chat.tty"
+printf 'Hello\nHow are you?\n' | ETCH_CACHE_DIR=$WORK/cache "$ETCH" chat "$WORK/q.gguf" -n 5 --stop $'\n' >"$WORK/chat.out"
+check "chat from a pipe: an answer a line (a newline ends an answer here)" test "$(wc -l <"$WORK/chat.out")" -eq 2
+"$ETCH" run "$P" -p "Once upon a time" -n 196 --stop "Lily" >"$WORK/stop.txt"
+check "run --stop: the text ends before the stop string" test "$(cat "$WORK/stop.txt")" = "Once upon a time, there was a little girl named "
+
 # --- bench: lists, strict numbers, formats
 "$ETCH" bench "$P" -p 16 -n 4,8 -t 1 -r 1 --no-roofline -o csv >"$WORK/bench.csv"
 check "bench -n takes a list; csv has a header and a row per case" test "$(wc -l <"$WORK/bench.csv")" -eq 3

@@ -31,6 +31,7 @@ static const char run_help[] =
     "  --prefill MODE           auto (default): batched chunks of min(max_seq_len, tokens left) when the\n"
     "                           program allows more than one token per call, else one token per call;\n"
     "                           batched: the same chunks; sequential: one token per call on any program\n"
+    "  --stop STR               end before STR appears; none of it is printed (repeatable)\n"
     "  --no-bos                 do not prepend the BOS token\n"
     "  --chat                   wrap the prompt in the program's chat template as one user turn\n"
     "  --system S               a system message (with --chat)\n"
@@ -50,6 +51,7 @@ static const char *stop_reason_name(int32_t r) {
     case 2: return "context_full";
     case 3: return "callback";
     case 4: return "interrupted";
+    case 5: return "stop_string";
     }
     return "max_new_tokens";
 }
@@ -104,7 +106,8 @@ static void acc_add(text_acc *t, const char *p, size_t n) {
 
 int cmd_run(int argc, char **argv) {
     cli_name = "etch run";
-    const char *path = NULL, *prompt = NULL, *prompt_file = NULL;
+    const char *path = NULL, *prompt = NULL, *prompt_file = NULL, *stops[16];
+    int n_stop = 0;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
     int stats = 0, json = 0, verbose = 0, chat = 0, threads = 0;
@@ -140,6 +143,11 @@ int cmd_run(int argc, char **argv) {
             else if (!strcmp(v, "batched")) cfg.prefill = ETCH_PREFILL_BATCHED;
             else if (!strcmp(v, "sequential")) cfg.prefill = ETCH_PREFILL_SEQUENTIAL;
             else return cli_usage("--prefill expects auto, batched or sequential, got '%s'", v);
+        } else if (!strcmp(a, "--stop")) {
+            if (!(v = cli_take(argc, argv, &i))) return 2;
+            if (n_stop == 16) return cli_usage("16 stop strings at most");
+            if (!*v) return cli_usage("--stop expects a non-empty string");
+            stops[n_stop++] = v;
         } else if (!strcmp(a, "--no-bos")) {
             cfg.add_bos = 0;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -170,6 +178,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!path) return cli_usage("PROGRAM.etch is required");
+    cfg.stop = stops, cfg.n_stop = n_stop;
     if (!prompt == !prompt_file) return cli_usage("give the prompt with -p PROMPT, -p - (standard input) or -f FILE");
     if (!chat && (chat_opt.system || chat_opt.think >= 0 || chat_opt.template_name))
         return cli_usage("--system, --think, --no-think and --chat-template go with --chat");

@@ -17,7 +17,7 @@ int etch_stats_observer_line(const etch_stats *st, char *buf, size_t cap) {
                     "\"model_execution_end_ms\": %lld, \"inference_end_ms\": %lld, \"prompt_eval_end_ms\": %lld, "
                     "\"first_token_ms\": %lld, \"aggregate_sampling_time_ms\": %lld, "
                     "\"SCALING_FACTOR_UNITS_PER_SECOND\": 1000, \"prefill_token_per_sec\": %.3f, "
-                    "\"decode_token_per_sec\": %.3f, \"prefill\": \"%s\", \"prefill_chunks\": %d}",
+                    "\"decode_token_per_sec\": %.3f, \"prefill\": \"%s\", \"prefill_chunks\": %d, \"reused_tokens\": %lld}",
                     (long long)st->prompt_tokens, (long long)st->generated_tokens,
                     (long long)st->model_load_start_ms, (long long)st->model_load_end_ms,
                     (long long)st->inference_start_ms, (long long)st->token_encode_end_ms,
@@ -25,7 +25,8 @@ int etch_stats_observer_line(const etch_stats *st, char *buf, size_t cap) {
                     (long long)st->inference_end_ms, (long long)st->prompt_eval_end_ms,
                     (long long)st->first_token_ms, (long long)st->aggregate_sampling_time_ms,
                     rate((double)st->prompt_tokens, prefill_ms), rate((double)st->generated_tokens, decode_ms),
-                    st->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched", st->n_chunks);
+                    st->prefill_used == ETCH_PREFILL_SEQUENTIAL ? "sequential" : "batched", st->n_chunks,
+                    (long long)st->reused_tokens);
 }
 
 int etch_stats_report(const etch_stats *st, char *buf, size_t cap) {
