@@ -6,6 +6,7 @@
     for tok in m.generate("Once upon a time", max_new_tokens=16):
         print(tok.text, end="", flush=True)
     other = m.session()                                           # a second conversation, its own KV cache
+    r = m.chat([{"role": "user", "content": "Hi"}])               # llama-cpp-python's chat completion dict
 
 The shape follows optimum-executorch's ExecuTorchModelForCausalLM: from_pretrained, text_generation
 (where max_seq_len counts prompt and generated tokens together), forward(tokens, start_pos),
@@ -18,7 +19,8 @@ else on the system's library path.
 """
 
 from ._lib import EtchError
-from .model import ETModelForCausalLM, Generation, Session, Token, library_version, set_memory_budget
+from .model import (ETModelForCausalLM, ExecuTorchModelForCausalLM, Generation, Session, Token, library_version,
+                    set_memory_budget)
 
-__all__ = ["ETModelForCausalLM", "EtchError", "Generation", "Session", "Token", "library_version",
-           "set_memory_budget"]
+__all__ = ["ETModelForCausalLM", "ExecuTorchModelForCausalLM", "EtchError", "Generation", "Session", "Token",
+           "library_version", "set_memory_budget"]

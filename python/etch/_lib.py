@@ -51,6 +51,10 @@ class _ChatOptions(ctypes.Structure):
     _fields_ = [("system", ctypes.c_char_p), ("think", ctypes.c_int), ("template_name", ctypes.c_char_p)]
 
 
+class _ChatMessage(ctypes.Structure):
+    _fields_ = [("role", ctypes.c_char_p), ("content", ctypes.c_char_p), ("reasoning", ctypes.c_char_p)]
+
+
 class _Limits(ctypes.Structure):
     _fields_ = [("max_prompt_bytes", ctypes.c_int64), ("max_prompt_tokens", ctypes.c_int32),
                 ("max_new_tokens", ctypes.c_int32)]
@@ -109,6 +113,13 @@ def _load():
         "etch_export_hf": (I, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_ExportOptions), E]),
         "etch_export_gguf": (I, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(_ExportOptions), E]),
         "etch_set_memory_budget": (I, [ctypes.c_int64]),
+        "etch_chat_start": (I, [P, ctypes.POINTER(_ChatMessage), ctypes.c_int32, ctypes.POINTER(_ChatOptions),
+                                ctypes.POINTER(_GenerateConfig)]),
+        "etch_session_position": (ctypes.c_int32, [P]),
+        "etch_session_reset": (None, [P]),
+        "etch_session_rewind": (I, [P, ctypes.c_int32]),
+        "etch_session_save": (I, [P, ctypes.c_char_p]),
+        "etch_session_load": (I, [P, ctypes.c_char_p]),
         "etch_memory_in_use": (ctypes.c_int64, []),
     }
     for name, (res, args) in sig.items():

@@ -9,11 +9,15 @@ import os
 import weakref
 from collections import namedtuple
 
-from ._lib import (EtchError, _ChatOptions, _Error, _ExportOptions, _GenerateConfig, _Limits, _PROGRESS, check, lib)
+import time
+
+from ._lib import (EtchError, _ChatMessage, _ChatOptions, _Error, _ExportOptions, _GenerateConfig, _Limits, _PROGRESS,
+                   check, lib)
 
 Token = namedtuple("Token", ["id", "text"])
 
 _PREFILL = {"auto": 0, "batched": 1, "sequential": 2}
+_CACHE = {"reset": 0, "continue": 1, "reuse": 2}
 _INT32_MAX = 2 ** 31 - 1
 
 
@@ -40,8 +44,9 @@ class Generation:
     """An iterator of Token(id, text) (text: the characters that became complete). It owns its
     session until it ends; close() (or leaving a for loop early, or deleting it) stops it."""
 
-    def __init__(self, session):
+    def __init__(self, session, keep=None):
         self._session = session
+        self._keep = keep  # what the C side borrows for the generation (stop strings, messages)
         self._done = False
 
     def __iter__(self):
@@ -128,32 +133,118 @@ class Session:
             self._fail(status)
         return logits
 
-    def generate(self, prompt, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=42, prefill="auto",
-                 add_bos=True):
-        """Tokenizes and prefills the prompt now, and returns a Generation that yields Token(id, text)
-        as each token is generated. Stops at max_new_tokens, an EOS id, or a full context."""
-        h = self._handle()
+    def _config(self, max_new_tokens, temperature, top_k, top_p, seed, prefill, add_bos, stop, cache):
         if self._active is not None and self._active() is not None:
             raise EtchError(1, "a generation on this session is still open: finish it or close() it first, or "
                                "use model.session() for a second conversation")
         if prefill not in _PREFILL:
             raise ValueError("prefill must be 'auto', 'batched' or 'sequential', not %r" % (prefill,))
-        if not isinstance(prompt, str):
-            raise TypeError("prompt must be a str, not %s" % type(prompt).__name__)
-        c = lib()
+        if cache not in _CACHE:
+            raise ValueError("cache must be 'reset', 'continue' or 'reuse', not %r" % (cache,))
+        stop = [stop] if isinstance(stop, str) else list(stop or [])
+        if any(not isinstance(x, str) or not x for x in stop):
+            raise ValueError("stop holds non-empty strings")
         cfg = _GenerateConfig()
-        c.etch_generate_config_default(ctypes.byref(cfg))
+        lib().etch_generate_config_default(ctypes.byref(cfg))
         cfg.max_new_tokens = _int_arg("max_new_tokens", max_new_tokens, 0, _INT32_MAX)
         cfg.top_k = _int_arg("top_k", top_k, 0, _INT32_MAX)
         cfg.seed = _int_arg("seed", seed, 0, 2 ** 64 - 1)
         cfg.temperature, cfg.top_p = float(temperature), float(top_p)
-        cfg.prefill, cfg.add_bos = _PREFILL[prefill], int(bool(add_bos))
-        status = c.etch_generate_start(h, prompt.encode("utf-8"), ctypes.byref(cfg))
+        cfg.prefill, cfg.add_bos, cfg.cache = _PREFILL[prefill], int(bool(add_bos)), _CACHE[cache]
+        keep = (ctypes.c_char_p * max(len(stop), 1))(*[x.encode() for x in stop])
+        cfg.stop, cfg.n_stop = (keep if stop else None), len(stop)
+        return cfg, keep
+
+    def generate(self, prompt, max_new_tokens=128, temperature=0.0, top_k=0, top_p=1.0, seed=42, prefill="auto",
+                 add_bos=True, stop=None, cache="reset"):
+        """Tokenizes and prefills the prompt now, and returns a Generation that yields Token(id, text)
+        as each token is generated. Stops at max_new_tokens, an EOS id, a stop string (none of which is
+        yielded) or a full context. cache: "reset" (start at position 0), "continue" (append the prompt
+        to what the session holds) or "reuse" (keep the longest common prefix of prompt and cache)."""
+        h = self._handle()
+        if not isinstance(prompt, str):
+            raise TypeError("prompt must be a str, not %s" % type(prompt).__name__)
+        cfg, keep = self._config(max_new_tokens, temperature, top_k, top_p, seed, prefill, add_bos, stop, cache)
+        status = lib().etch_generate_start(h, prompt.encode("utf-8"), ctypes.byref(cfg))
         if status != 0:
             self._fail(status)
-        g = Generation(self)
+        g = Generation(self, keep)
         self._active = weakref.ref(g)
         return g
+
+    def chat(self, messages, stream=False, max_new_tokens=512, temperature=0.0, top_k=0, top_p=1.0, seed=42,
+             stop=None, system=None, think=None, template=None):
+        """An answer to messages ([{"role": ..., "content": ...}], the last one the user's) in the
+        shape of llama-cpp-python's create_chat_completion: a chat.completion dict, or with stream=True
+        an iterator of chat.completion.chunk dicts. The session keeps the conversation: a next call
+        with these messages, the answer and a new user message prefills only the new message."""
+        h = self._handle()
+        msgs = list(messages)
+        if system is not None:
+            msgs = [{"role": "system", "content": system}] + msgs
+        for i, mm in enumerate(msgs):
+            if not isinstance(mm, dict) or mm.get("role") not in ("system", "user", "assistant") or \
+                    not isinstance(mm.get("content"), str):
+                raise ValueError("message %d needs a role (system, user or assistant) and a str content" % i)
+        arr = (_ChatMessage * len(msgs))(*[_ChatMessage(mm["role"].encode(), mm["content"].encode("utf-8"),
+                                                         mm["reasoning_content"].encode("utf-8")
+                                                         if mm.get("reasoning_content") else None) for mm in msgs])
+        cfg, keep = self._config(max_new_tokens, temperature, top_k, top_p, seed, "auto", True, stop, "reuse")
+        o = _ChatOptions(None, -1 if think is None else int(bool(think)), template.encode() if template else None)
+        status = lib().etch_chat_start(h, arr, len(msgs), ctypes.byref(o), ctypes.byref(cfg))
+        if status != 0:
+            self._fail(status)
+        g = Generation(self, (keep, arr))
+        self._active = weakref.ref(g)
+        cid, created, name = "chatcmpl-%x" % id(g), int(time.time()), os.path.basename(self._model.path)
+
+        def finish_reason():
+            return "length" if self.stats()["generated_tokens"] >= max_new_tokens else "stop"
+
+        if stream:
+            def chunks():
+                yield {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                       "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+                for t in g:
+                    if t.text:
+                        yield {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                               "choices": [{"index": 0, "delta": {"content": t.text}, "finish_reason": None}]}
+                yield {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish_reason()}]}
+            return chunks()
+        text = "".join(t.text for t in g)
+        st = self.stats()
+        return {"id": cid, "object": "chat.completion", "created": created, "model": name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                             "finish_reason": finish_reason()}],
+                "usage": {"prompt_tokens": st["prompt_tokens"] + st.get("reused_tokens", 0),
+                          "completion_tokens": st["generated_tokens"],
+                          "total_tokens": st["prompt_tokens"] + st.get("reused_tokens", 0) + st["generated_tokens"]}}
+
+    def position(self):
+        """The positions the session's KV cache holds."""
+        return lib().etch_session_position(self._handle())
+
+    def reset(self):
+        """Empties the session: position 0, no conversation."""
+        lib().etch_session_reset(self._handle())
+
+    def rewind(self, pos):
+        """Truncates the cache to its first pos positions."""
+        status = lib().etch_session_rewind(self._handle(), _int_arg("pos", pos, 0, _INT32_MAX))
+        if status != 0:
+            self._fail(status)
+
+    def save(self, path):
+        """Saves the cache (ids, keys and values) to a file: load() it into a session of the same program."""
+        status = lib().etch_session_save(self._handle(), os.fsencode(path))
+        if status != 0:
+            self._fail(status)
+
+    def load(self, path):
+        status = lib().etch_session_load(self._handle(), os.fsencode(path))
+        if status != 0:
+            self._fail(status)
 
     def text_generation(self, prompt, max_seq_len=None, **kwargs):
         """The prompt followed by its greedy continuation, as optimum-executorch returns it.
@@ -343,7 +434,12 @@ class ETModelForCausalLM:
     def stats(self):
         return self._default.stats()
 
-    forward.__doc__, generate.__doc__ = Session.forward.__doc__, Session.generate.__doc__
+    def chat(self, messages, **kwargs):
+        return self._default.chat(messages, **kwargs)
+
+    create_chat_completion = chat
+
+    forward.__doc__, generate.__doc__, chat.__doc__ = Session.forward.__doc__, Session.generate.__doc__, Session.chat.__doc__
     text_generation.__doc__, stats.__doc__ = Session.text_generation.__doc__, Session.stats.__doc__
 
     # -------------------------------------------------------------- lifetime
@@ -367,3 +463,14 @@ class ETModelForCausalLM:
             self.close()
         except Exception:
             pass
+
+
+class ExecuTorchModelForCausalLM(ETModelForCausalLM):
+    """optimum-executorch's name and call shape: text_generation(tokenizer=..., prompt=..., echo=...,
+    max_seq_len=...). The tokenizer argument is accepted and not used: the program carries its own."""
+
+    def text_generation(self, tokenizer=None, prompt=None, echo=True, max_seq_len=None, **kwargs):
+        if prompt is None:
+            raise TypeError("text_generation needs prompt=")
+        out = ETModelForCausalLM.text_generation(self, prompt, max_seq_len, **kwargs)
+        return out if echo else out[len(prompt):]

@@ -186,3 +186,66 @@ class TestNewUserEdges(unittest.TestCase):
         self.assertIn("exported with max_seq_len=128", str(cm.exception))
         with ETModelForCausalLM.from_pretrained(self.program, max_seq_len=128) as m:  # agreeing is fine
             self.assertEqual(m.method_meta()["max_seq_len"], 128)
+
+
+class TestConversations(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(TMP, exist_ok=True)
+        cls.gguf = os.path.join(TMP, "py-chat.gguf")
+        run("synth", "--arch", "qwen3", "--tokenizer", os.path.join(TOKS, "qwen3", "tokenizer.json"), "--format", "gguf",
+            "--seed", "7", "-o", cls.gguf)
+        cls.cache = tempfile.mkdtemp(dir=TMP, prefix="py-chat-cache-")
+
+    def test_chat_completion_shape_and_turns(self):
+        with ETModelForCausalLM.from_pretrained(self.gguf, cache_dir=self.cache) as m:
+            msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+            r = m.chat(msgs, max_new_tokens=6)
+            self.assertEqual(r["object"], "chat.completion")
+            self.assertEqual(r["choices"][0]["message"]["role"], "assistant")
+            self.assertIn(r["choices"][0]["finish_reason"], ("stop", "length"))
+            u = r["usage"]
+            self.assertEqual(u["total_tokens"], u["prompt_tokens"] + u["completion_tokens"])
+            first_prompt = u["prompt_tokens"]
+            msgs += [r["choices"][0]["message"], {"role": "user", "content": "And again?"}]
+            chunks = list(m.chat(msgs, max_new_tokens=6, stream=True))
+            self.assertEqual(chunks[0]["choices"][0]["delta"], {"role": "assistant"})
+            self.assertTrue(all(c["object"] == "chat.completion.chunk" for c in chunks))
+            self.assertIsNotNone(chunks[-1]["choices"][0]["finish_reason"])
+            st = m.stats()
+            # the second turn prefilled only the new message: the first turn's positions were kept
+            self.assertGreaterEqual(st["reused_tokens"], first_prompt)
+            self.assertLess(st["prompt_tokens"], 20)
+
+    def test_two_conversations_interleaved(self):
+        with ETModelForCausalLM.from_pretrained(self.gguf, cache_dir=self.cache) as m:
+            a, b = m.session(), m.session()
+            ref = {}
+            for who in ("cat", "dog"):
+                with m.session() as s:
+                    ref[who] = s.chat([{"role": "user", "content": "Tell me about a " + who}], max_new_tokens=5)
+            sa = a.chat([{"role": "user", "content": "Tell me about a cat"}], max_new_tokens=5, stream=True)
+            sb = b.chat([{"role": "user", "content": "Tell me about a dog"}], max_new_tokens=5, stream=True)
+            ta, tb = [], []
+            for ca, cb in zip(sa, sb):
+                ta.append(ca["choices"][0]["delta"].get("content", ""))
+                tb.append(cb["choices"][0]["delta"].get("content", ""))
+            self.assertEqual("".join(ta), ref["cat"]["choices"][0]["message"]["content"])
+            self.assertEqual("".join(tb), ref["dog"]["choices"][0]["message"]["content"])
+
+    def test_stop_save_load_and_optimum_shape(self):
+        from etch import ExecuTorchModelForCausalLM
+        prog = os.path.join(TMP, "py-opt.etch")
+        run("export", "--llama2c", os.path.join(S, "stories260K.bin"), "--tokenizer", os.path.join(S, "tok512.bin"),
+            "-o", prog)
+        with ExecuTorchModelForCausalLM.from_pretrained(prog) as m:
+            out = m.text_generation(tokenizer=None, prompt="Once upon a time", echo=False, max_seq_len=20)
+            self.assertTrue(out.startswith(", there was a little girl"))
+            text = "".join(t.text for t in m.generate("Once upon a time", max_new_tokens=30, stop=["Lily"]))
+            self.assertEqual(text, ", there was a little girl named ")
+            self.assertEqual(m.stats()["generated_tokens"] > 0, True)
+            path = os.path.join(TMP, "py.session")
+            m._default.save(path)
+            with m.session() as s:
+                s.load(path)
+                self.assertEqual(s.position(), m._default.position())
