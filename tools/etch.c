@@ -12,6 +12,7 @@ static const struct {
     {"export", "convert a model (llama2.c, Hugging Face folder, GGUF) into a program file", cmd_export},
     {"run", "generate text with a program, with ExecuTorch-style stats", cmd_run},
     {"chat", "talk with a model in its chat template, each turn prefilling only what is new", cmd_chat},
+    {"serve", "an OpenAI-compatible HTTP server with a chat page, slots that keep conversations", cmd_serve},
     {"inspect", "print a program's method metadata and tensors, verify its checksums", cmd_inspect},
     {"tokenize", "print the token ids of a text (or the text of ids)", cmd_tokenize},
     {"quantize", "quantize a program (8w, 4w, 8da8w, 8da4w, a8w8 calibrated by prefill)", cmd_quantize},
