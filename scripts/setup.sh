@@ -7,11 +7,11 @@ need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # build-essential: gcc, make; cmake, pkg-config: the build; libcjson-dev: JSON (import, tests);
 # libpcre2-dev: tokenizer split regexes; libutf8proc-dev: NFC normalization; libmicrohttpd-dev: etch serve.
-# python3-venv: the pip install test.
+# python3-venv: the pip install test; chromium and a font: etch serve's chat page, driven headless.
 # Tests only: python3-jinja2 renders real chat templates; nodejs and npm run the conformance peers
 # (llama.cpp through node-llama-cpp, Hugging Face tokenizer semantics through @lenml); clang and its
 # runtime libraries (libFuzzer, sanitizers) build the fuzzing harnesses.
-for p in build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3-jinja2 python3-venv clang libclang-rt-14-dev; do
+for p in build-essential cmake pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3-jinja2 python3-venv clang libclang-rt-14-dev chromium fonts-dejavu-core; do
   have_pkg "$p" || need+=("$p")
 done
 command -v node >/dev/null 2>&1 || need+=(nodejs)

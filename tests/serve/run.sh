@@ -2,7 +2,8 @@
 # etch serve, end to end on loopback: OpenAI's own client library (npm openai) against the server
 # (answers equal etch run's greedy tokens, streaming and not; stop strings; usage; the API key), bad
 # requests (each a clear error, the server still up), clients that vanish mid-stream, and a load of
-# 16 clients on 2 slots for LOAD_SECONDS (default 60). Every connection goes to 127.0.0.1.
+# 16 clients on 2 slots for LOAD_SECONDS (default 60), and the chat page in headless Chromium (a
+# screenshot in BUILD_DIR/serve-page.png). Every connection goes to 127.0.0.1.
 # usage: run.sh ETCH BUILD_DIR WORK_DIR
 set -u
 ETCH=$1 BUILD=$2 WORK=$3
@@ -48,6 +49,7 @@ SLOW_PID=$PID SLOW_PORT=$PORT
 rss_before=$(rss $MAIN_PID)
 cd "$NPM"
 node openai_client.mjs "$MAIN_PORT" "$KEY_PORT" "$SLOW_PORT" "$WORK" || fail=1
+node page.mjs "$MAIN_PORT" "$BUILD/serve-page.png" || fail=1
 node load.mjs "$MAIN_PORT" "$WORK" "${LOAD_SECONDS:-60}" || fail=1
 rss_after=$(rss $MAIN_PID)
 echo "server RSS: ${rss_before} kB before the load, ${rss_after} kB after"
