@@ -439,7 +439,8 @@ int main(void) {
     int simd = strcmp(v, "portable") != 0;
     test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
     test_matmul_int(v, 1);
-    if (!strcmp(v, "avx2+vnni")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
+    if (strstr(v, "vnni")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
+    if (strstr(v, "avx512")) test_matmul(kern_limit(KERN_NO_AVX512), 1); /* the 256-bit float tiles too */
     kern_limit(KERN_PORTABLE);
     test_matmul("portable", 0);
     test_matmul_int("portable", 1);

@@ -40,6 +40,26 @@ static const kern_variant avx2_vnni = {
     kern_avx2_read_bandwidth,
 };
 
+static const kern_variant avx512 = {
+    "avx512",
+    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    kern_avx2_matmul_i,
+    kern_avx2_quantize_x,
+    kern_avx2_attention,
+    kern_avx512_fma_peak,
+    kern_avx2_read_bandwidth,
+};
+
+static const kern_variant avx512_vnni = {
+    "avx512+vnni",
+    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    kern_vnni_matmul_i,
+    kern_avx2_quantize_x,
+    kern_avx2_attention,
+    kern_avx512_fma_peak,
+    kern_avx2_read_bandwidth,
+};
+
 /* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
  * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
 static int cpu_has_avx2_fma_f16c(void) {
@@ -52,6 +72,15 @@ static int cpu_has_avx2_fma_f16c(void) {
     if ((lo & 6) != 6) return 0; /* XMM and YMM state */
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
     return (b >> 5) & 1;
+}
+
+/* AVX-512F: CPUID leaf 7 EBX bit 16, and the OS saving the opmask and ZMM state (XGETBV bits 5-7). */
+static int cpu_has_avx512f(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 16) & 1)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return (lo & 0xE6) == 0xE6;
 }
 
 /* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */
@@ -67,19 +96,23 @@ static int cpu_has_avx_vnni(void) {
 static const kern_variant *active = &portable;
 static int limit = KERN_BEST;
 
-/* The cap from the environment: ETCH_KERNELS=avx2 (no VNNI) or portable; anything else: none. */
+/* The cap from the environment: ETCH_KERNELS=avx2+vnni (no AVX-512), avx2 (no VNNI either) or
+ * portable; anything else: none. */
 static int env_limit(void) {
     const char *e = getenv("ETCH_KERNELS");
     if (!e) return KERN_BEST;
-    return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI : KERN_BEST;
+    return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI
+         : !strcmp(e, "avx2+vnni")                 ? KERN_NO_AVX512 : KERN_BEST;
 }
 
 const char *kern_init(void) {
     int cap = env_limit() > limit ? env_limit() : limit;
     const kern_variant *v = &portable;
 #ifdef KERN_X86
-    if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c())
-        v = cap == KERN_BEST && cpu_has_avx_vnni() ? &avx2_vnni : &avx2;
+    if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c()) {
+        int vnni = cap <= KERN_NO_AVX512 && cpu_has_avx_vnni(), wide = cap == KERN_BEST && cpu_has_avx512f();
+        v = wide ? (vnni ? &avx512_vnni : &avx512) : vnni ? &avx2_vnni : &avx2;
+    }
 #else
     (void)cap;
 #endif

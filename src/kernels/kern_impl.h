@@ -88,6 +88,11 @@ void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
                          const kern_att_shape *a, float *scores, int g_begin, int g_end);
+/* x86/avx512_float.c: the float matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
+void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx512_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx512_matmul_bf16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+double kern_avx512_fma_peak(double seconds);
 /* x86/avx2_peak.c: the machine's FMA peak and read bandwidth with 256-bit vectors. */
 double kern_avx2_fma_peak(double seconds);
 double kern_avx2_read_bandwidth(const float *buf, size_t n);
