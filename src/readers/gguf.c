@@ -82,6 +82,12 @@ static uint64_t g_tensor_bytes(uint32_t type, uint64_t count, uint64_t ne0, int 
     case GGUF_F16: case GGUF_BF16: return count * 2;
     case GGUF_Q8_0: *ok = ne0 % 32 == 0; return count / 32 * 34;
     case GGUF_Q4_0: *ok = ne0 % 32 == 0; return count / 32 * 18;
+    case GGUF_Q4_1: *ok = ne0 % 32 == 0; return count / 32 * 20;
+    case GGUF_Q5_0: *ok = ne0 % 32 == 0; return count / 32 * 22;
+    case GGUF_Q5_1: *ok = ne0 % 32 == 0; return count / 32 * 24;
+    case GGUF_Q4_K: *ok = ne0 % 256 == 0; return count / 256 * 144;
+    case GGUF_Q5_K: *ok = ne0 % 256 == 0; return count / 256 * 176;
+    case GGUF_Q6_K: *ok = ne0 % 256 == 0; return count / 256 * 210;
     }
     *ok = 0;
     return 0;
@@ -184,7 +190,10 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
         for (uint32_t d = 0; d < t->n_dims; d++)
             if (t->ne[d] == 0 || !base_mul_u64(count, t->ne[d], &count)) ok = 0;
         uint64_t bytes = ok ? g_tensor_bytes(t->type, count, t->ne[0], &ok) : 0, end;
-        if (!ok && t->type != GGUF_F32 && t->type != GGUF_F16 && t->type != GGUF_BF16 && t->type != GGUF_Q8_0 && t->type != GGUF_Q4_0) {
+        int known = t->type == GGUF_F32 || t->type == GGUF_F16 || t->type == GGUF_BF16 || t->type == GGUF_Q8_0 ||
+                    t->type == GGUF_Q4_0 || t->type == GGUF_Q4_1 || t->type == GGUF_Q5_0 || t->type == GGUF_Q5_1 ||
+                    t->type == GGUF_Q4_K || t->type == GGUF_Q5_K || t->type == GGUF_Q6_K;
+        if (!ok && !known) {
             /* An unsupported type is reported by name only if the tensor is used (gguf_tensor_data). */
             t->bytes = 0;
             t->data = NULL;
@@ -558,18 +567,21 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
             break;
         }
         if (!t->data) {
-            st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: tensor '%s' is of type %s (F32, F16, BF16, Q8_0, Q4_0 supported)",
-                           path, name, g_type_name(t->type));
+            st = base_fail(err, ETCH_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' is of type %s (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K "
+                           "supported)", path, name, g_type_name(t->type));
             break;
         }
         int type = t->type == GGUF_F32 ? IMP_F32 : t->type == GGUF_F16 ? IMP_F16 : t->type == GGUF_BF16 ? IMP_BF16
-                 : t->type == GGUF_Q8_0 ? IMP_Q8_0 : IMP_Q4_0;
+                 : t->type == GGUF_Q8_0 ? IMP_Q8_0 : t->type == GGUF_Q4_0 ? IMP_Q4_0 : t->type == GGUF_Q4_1 ? IMP_Q4_1
+                 : t->type == GGUF_Q5_0 ? IMP_Q5_0 : t->type == GGUF_Q5_1 ? IMP_Q5_1 : t->type == GGUF_Q4_K ? IMP_Q4_K
+                 : t->type == GGUF_Q5_K ? IMP_Q5_K : IMP_Q6_K;
         if (type == IMP_F32 && (uintptr_t)t->data % 4) {
             st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is misaligned", path, name);
             break;
         }
         if (matrix) {
-            any_quant |= type == IMP_Q8_0 || type == IMP_Q4_0;
+            any_quant |= type >= IMP_Q8_0;
             if (src_dtype < 0 || type == IMP_F32) src_dtype = type;
         }
         if (!imp_add_tensor(m, name, type, t->data, matrix ? t->ne[1] : t->ne[0], matrix ? t->ne[0] : 0, matrix))

@@ -56,6 +56,68 @@ void *imp_own(imp_model *m, void *p) {
     return p;
 }
 
+static float half_at(const uint8_t *b) {
+    uint16_t h;
+    memcpy(&h, b, 2);
+    return kern_f16_to_f32(h);
+}
+
+/* Element i of GGML's other 32-element blocks, as its dequantize_row_* computes it. Q4_1: f16 d, f16
+ * m, 16 bytes of nibbles (low: elements 0..15, high: 16..31), d * q + m. Q5_0: f16 d, 32 high bits,
+ * 16 bytes of nibbles, d * (q - 16). Q5_1: f16 d, f16 m, the high bits, the nibbles, d * q + m. */
+static float small_block_at(int type, const uint8_t *p, size_t i) {
+    int j = (int)(i % 32), lo = j < 16;
+    if (type == IMP_Q4_1) {
+        const uint8_t *b = p + (i / 32) * 20;
+        int q = lo ? b[4 + j] & 0x0F : b[4 + j - 16] >> 4;
+        return (float)q * half_at(b) + half_at(b + 2);
+    }
+    const uint8_t *b = p + (i / 32) * (type == IMP_Q5_0 ? 22 : 24);
+    const uint8_t *qh = b + (type == IMP_Q5_0 ? 2 : 4), *qs = qh + 4;
+    uint32_t h;
+    memcpy(&h, qh, 4);
+    int q = (lo ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
+    if (type == IMP_Q5_0) return (float)(q - 16) * half_at(b);
+    return (float)q * half_at(b) + half_at(b + 2);
+}
+
+/* The 6-bit scale and min of sub-block j of a K-quant super-block (GGML's get_scale_min_k4). */
+static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
+    if (j < 4) {
+        *sc = q[j] & 63, *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* Element i of GGML's 256-element K-quant super-blocks, in the order dequantize_row_q{4,5,6}_K
+ * computes them: Q4_K and Q5_K as (d * scale) * q - (dmin * min) per 32-element sub-block, Q6_K as
+ * d * scale * (q - 32) per 16. */
+static float k_block_at(int type, const uint8_t *p, size_t i) {
+    int j = (int)(i % 256);
+    if (type == IMP_Q6_K) { /* ql[128], qh[64], int8 scales[16], f16 d */
+        const uint8_t *b = p + (i / 256) * 210, *ql = b + 64 * (j / 128), *qh = b + 128 + 32 * (j / 128);
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * (j / 128);
+        int r = j % 128, quarter = r / 32, l = r % 32, is = l / 16;
+        int q = quarter == 0 ? (ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4
+              : quarter == 1 ? (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4
+              : quarter == 2 ? (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4
+                             : (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4;
+        return half_at(b + 208) * (float)sc[is + 2 * quarter] * (float)(q - 32);
+    }
+    /* Q4_K: f16 d, f16 dmin, scales[12], qs[128]; Q5_K: the same, then qh[32] before qs */
+    const uint8_t *b = p + (i / 256) * (type == IMP_Q4_K ? 144 : 176), *scales = b + 4;
+    const uint8_t *qh = b + 16, *qs = b + (type == IMP_Q4_K ? 16 : 48);
+    int c = j / 64, l = j % 64, high = l >= 32, is = 2 * c + high, sc, mn;
+    l %= 32;
+    scale_min_k4(is, scales, &sc, &mn);
+    int q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+    if (type == IMP_Q5_K && (qh[l] & (1 << (2 * c + high)))) q += 16;
+    float d1 = half_at(b) * (float)sc, m1 = half_at(b + 2) * (float)mn;
+    return d1 * (float)q - m1;
+}
+
 /* Element i of a source tensor as f32. Q8_0 and Q4_0 are GGML's 32-element blocks: an f16 scale
  * then 32 int8 values (Q8_0), or 16 bytes of 4-bit values offset by 8 (Q4_0; low nibbles are
  * elements 0..15, high nibbles 16..31). */
@@ -76,6 +138,8 @@ float imp_tensor_at(const imp_tensor *t, size_t i) {
         int j = (int)(i % 32), q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
         return kern_f16_to_f32(h) * (float)(q - 8);
     }
+    case IMP_Q4_1: case IMP_Q5_0: case IMP_Q5_1: return small_block_at(t->src_type, p, i);
+    case IMP_Q4_K: case IMP_Q5_K: case IMP_Q6_K: return k_block_at(t->src_type, p, i);
     }
     return 0.0f;
 }

@@ -8,7 +8,8 @@
 #include "../tokenizer/tokenizer.h"
 
 /* Source element types of a tensor. */
-enum { IMP_F32 = 0, IMP_F16 = 1, IMP_BF16 = 2, IMP_Q8_0 = 3, IMP_Q4_0 = 4 };
+enum { IMP_F32 = 0, IMP_F16 = 1, IMP_BF16 = 2, IMP_Q8_0 = 3, IMP_Q4_0 = 4, IMP_Q4_1 = 5, IMP_Q5_0 = 6, IMP_Q5_1 = 7,
+       IMP_Q4_K = 8, IMP_Q5_K = 9, IMP_Q6_K = 10 };
 
 typedef struct imp_tensor {
     char name[96];       /* the program's name (GGUF style: blk.N.attn_q.weight) */

@@ -156,12 +156,8 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
     qsort(order, (size_t)t->n_added, sizeof *order, by_length_desc);
     for (int32_t i = 0; i < t->n_added; i++) t->added[i] = order[i].id;
     base_free(order);
-    if (s->byte_level)
-        for (int b = 0; b < 256; b++)
-            if (t->byte_sym[b] < 0) {
-                tok_free(t);
-                return base_fail(err, ETCH_ERR_FORMAT, "%s: byte-level vocabulary has no piece for byte 0x%02x", what, b);
-            }
+    /* A byte-level vocabulary may lack a few bytes (SmolLM2's has no control bytes such as 0x04): text
+     * holding one is refused when it is encoded (or becomes <unk>), not the whole tokenizer. */
     for (int32_t i = 0; i < s->n_merges; i++) {
         const int32_t *m = s->merges + 3 * (size_t)i;
         int ok = m[0] >= 0 && m[0] < s->n_vocab && m[1] >= 0 && m[1] < s->n_vocab && m[2] >= 0 && m[2] < s->n_vocab;
@@ -362,7 +358,9 @@ static etch_status bpe_word(const tok_tokenizer *t, bpe_work *w, const char *s, 
     const uint8_t *u = (const uint8_t *)s;
     for (size_t i = 0; i < len;) {
         if (t->s.byte_level) {
-            if (!add_sym(w, &n, t->byte_sym[u[i]])) goto oom;
+            int32_t id = t->byte_sym[u[i]] >= 0 ? t->byte_sym[u[i]] : t->s.unk_id;
+            if (id < 0) return base_fail(err, ETCH_ERR_TEXT, "byte 0x%02x has no token in this vocabulary", u[i]);
+            if (!add_sym(w, &n, id)) goto oom;
             i++;
             continue;
         }
