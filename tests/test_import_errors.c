@@ -214,7 +214,7 @@ int main(void) {
     write_file(gpath, b->p, b->n + 32); /* padded to the alignment the data would start at */
     expect_fail("unknown architecture", 1, gpath, ETCH_ERR_UNSUPPORTED, "architecture 'gemma2'", NULL);
     b->n = 4, g_u32(b, 3), g_u64(b, 1), g_u64(b, 1), g_kv_str(b, "general.architecture", "llama");
-    g_str(b, "token_embd.weight"), g_u32(b, 2), g_u64(b, 32), g_u64(b, 10), g_u32(b, 12), g_u64(b, 0); /* Q4_K */
+    g_str(b, "token_embd.weight"), g_u32(b, 2), g_u64(b, 32), g_u64(b, 10), g_u32(b, 10), g_u64(b, 0); /* Q2_K: unread */
     write_file(gpath, b->p, b->n + 4096);
     expect_fail("missing keys", 1, gpath, ETCH_ERR_FORMAT, "'llama.embedding_length' is missing", NULL);
     b->n = 4, g_u32(b, 3), g_u64(b, 1), g_u64(b, 1), g_kv_str(b, "general.architecture", "llama");
