@@ -5,6 +5,8 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <signal.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,3 +221,65 @@ long cli_json_string_at(const char **p, const char *end, char *out) {
     return n;
 }
 
+
+/* ------------------------------------------------------------------ Ctrl-C */
+
+static etch_session *volatile watched[2];
+static volatile sig_atomic_t interrupted_flag;
+static struct sigaction previous;
+
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted_flag = 1;
+    for (int i = 0; i < 2; i++)
+        if (watched[i]) etch_session_cancel(watched[i]); /* one atomic store: safe in a handler */
+}
+
+void cli_interrupt_begin(int once) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = once ? SA_RESETHAND : 0; /* no SA_RESTART: a read at a prompt returns with EINTR */
+    sigemptyset(&sa.sa_mask);
+    interrupted_flag = 0;
+    sigaction(SIGINT, &sa, &previous);
+}
+
+void cli_interrupt_watch(etch_session *a, etch_session *b) { watched[0] = a, watched[1] = b; }
+int cli_interrupted(void) { return interrupted_flag; }
+void cli_interrupt_clear(void) { interrupted_flag = 0; }
+
+void cli_interrupt_end(void) {
+    sigaction(SIGINT, &previous, NULL);
+    watched[0] = watched[1] = NULL;
+}
+
+int cli_sampling_option(int argc, char **argv, int *i, etch_generate_config *cfg, const char **stops, int *n_stop) {
+    const char *a = argv[*i], *v;
+    long n;
+    double d;
+    if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
+        if (!(v = cli_take(argc, argv, i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return -1;
+        cfg->max_new_tokens = (int32_t)n;
+    } else if (!strcmp(a, "--temperature")) {
+        if (!(v = cli_take(argc, argv, i)) || !cli_parse_float(a, v, 0.0, 100.0, &d)) return -1;
+        cfg->temperature = (float)d;
+    } else if (!strcmp(a, "--top-p")) {
+        if (!(v = cli_take(argc, argv, i)) || !cli_parse_float(a, v, 1e-6, 1.0, &d)) return -1;
+        cfg->top_p = (float)d;
+    } else if (!strcmp(a, "--top-k")) {
+        if (!(v = cli_take(argc, argv, i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return -1;
+        cfg->top_k = (int32_t)n;
+    } else if (!strcmp(a, "--seed")) {
+        if (!(v = cli_take(argc, argv, i)) || !cli_parse_u64(a, v, &cfg->seed)) return -1;
+    } else if (!strcmp(a, "--stop")) {
+        if (!(v = cli_take(argc, argv, i))) return -1;
+        if (*n_stop == CLI_MAX_STOP) return cli_usage("%d stop strings at most", CLI_MAX_STOP), -1;
+        if (!*v) return cli_usage("--stop expects a non-empty string"), -1;
+        stops[(*n_stop)++] = v;
+        cfg->stop = stops, cfg->n_stop = *n_stop;
+    } else {
+        return 0;
+    }
+    return 1;
+}

@@ -43,6 +43,21 @@ void cli_json_ids(FILE *f, const int32_t *ids, int32_t n);
  * kept; the length, or -1 when malformed. *p moves past the closing quote. */
 long cli_json_string_at(const char **p, const char *end, char *out);
 
+/* Ctrl-C: begin installs the handler (once: a second Ctrl-C ends the process at once), which sets a
+ * flag and cancels the sessions watched (etch_session_cancel: the running call stops at its next
+ * check); end restores what was there. */
+void cli_interrupt_begin(int once);
+void cli_interrupt_watch(etch_session *a, etch_session *b);
+int cli_interrupted(void);
+void cli_interrupt_clear(void);
+void cli_interrupt_end(void);
+
+/* The sampling options that etch run and etch chat share (-n, --temperature, --top-p, --top-k,
+ * --seed, --stop into stops[CLI_MAX_STOP]): 1 when argv[*i] was one (and *i moved past its value),
+ * 0 when it is not, -1 after a usage message. */
+#define CLI_MAX_STOP 16
+int cli_sampling_option(int argc, char **argv, int *i, etch_generate_config *cfg, const char **stops, int *n_stop);
+
 int cmd_export(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

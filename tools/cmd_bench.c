@@ -151,16 +151,6 @@ static void print_row(const bench_row *r, int format, int first) {
     fflush(stdout);
 }
 
-/* Ctrl-C: the running forward call stops at its next check, the case is dropped, the cases measured
- * so far stay printed, and the format is closed (the JSON array ends). */
-static etch_session *volatile interrupt_session;
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-    if (interrupt_session) etch_session_cancel(interrupt_session);
-}
-
 int cmd_bench(int argc, char **argv) {
     cli_name = "etch bench";
     const char *path = NULL;
@@ -283,15 +273,12 @@ int cmd_bench(int argc, char **argv) {
     } else if (format == OUT_CSV) {
         printf("%s\n", csv_cols);
     }
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sa);
+    /* Ctrl-C: the running call stops at its next check, that case is dropped, the cases measured stay
+     * printed and the format is closed (the JSON array ends). */
+    cli_interrupt_begin(1);
     int ok = 1, rows = 0, over_bw = 0;
     double peak_rss = 0; /* sampled after every prefill and decode: the high-water mark of the runs */
-    for (int ti = 0; ti < n_threads && ok && !interrupted; ti++) {
+    for (int ti = 0; ti < n_threads && ok && !cli_interrupted(); ti++) {
         etch_session *s;
         if (etch_session_new_threads(p, threads[ti], &s, &err) != ETCH_OK) {
             fprintf(stderr, "%s: %s\n", cli_name, err.message);
@@ -314,18 +301,18 @@ int cmd_bench(int argc, char **argv) {
                    "| seq/batched | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
             printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
         }
-        interrupt_session = s;
-        for (int pi = 0; pi < n_prompts && ok && !interrupted; pi++)
-            for (int gi = 0; gi < n_gens && ok && !interrupted; gi++) {
+        cli_interrupt_watch(s, NULL);
+        for (int pi = 0; pi < n_prompts && ok && !cli_interrupted(); pi++)
+            for (int gi = 0; gi < n_gens && ok && !cli_interrupted(); gi++) {
                 int np = prompts[pi], n_gen = gens[gi];
-                for (int r = -1; r < reps && ok && !interrupted; r++) { /* r = -1: warm-up */
+                for (int r = -1; r < reps && ok && !cli_interrupted(); r++) { /* r = -1: warm-up */
                     /* Batched prefill, first token, then decode. */
                     double t_pre = prefill(s, ids, np, m->max_seq_len, logits, &ok);
                     double t_tok = now_ms();
                     int32_t tok = argmax(logits, m->vocab_size);
                     double ttft = t_pre + (now_ms() - t_tok);
                     double d0 = now_ms();
-                    for (int g = 0; g < n_gen && ok && !interrupted; g++) {
+                    for (int g = 0; g < n_gen && ok && !cli_interrupted(); g++) {
                         ok = etch_forward(s, &tok, 1, np + g, logits, 0) == ETCH_OK;
                         tok = argmax(logits, m->vocab_size);
                     }
@@ -333,16 +320,16 @@ int cmd_bench(int argc, char **argv) {
                     double now_rss = rss_mb();
                     peak_rss = now_rss > peak_rss ? now_rss : peak_rss;
                     double t_seq = 0;
-                    if (sequential && ok && !interrupted) {
+                    if (sequential && ok && !cli_interrupted()) {
                         t_seq = prefill(s, ids, np, 1, logits, &ok);
                         t_tok = now_ms();
                         tok = argmax(logits, m->vocab_size);
                         t_seq += now_ms() - t_tok;
                     }
-                    if (r < 0 || interrupted) continue;
+                    if (r < 0 || cli_interrupted()) continue;
                     pf[r] = np / t_pre * 1e3, dc[r] = n_gen / t_dec * 1e3, tb[r] = ttft, ts[r] = t_seq;
                 }
-                if (interrupted) break; /* a cut case is not a measurement */
+                if (cli_interrupted()) break; /* a cut case is not a measurement */
                 if (!ok) {
                     fprintf(stderr, "%s: %s\n", cli_name, etch_session_error(s));
                     break;
@@ -364,10 +351,11 @@ int cmd_bench(int argc, char **argv) {
                 over_bw |= bw > 0 && row.decode_gbps > bw;
                 print_row(&row, format, rows++ == 0);
             }
-        interrupt_session = NULL;
+        cli_interrupt_watch(NULL, NULL);
         etch_session_free(s);
     }
-    sigaction(SIGINT, &old_sa, NULL);
+    cli_interrupt_end();
+    int interrupted = cli_interrupted();
     if (format == OUT_JSON) printf(rows ? "\n]\n" : "[]\n");
     if (format == OUT_MD && over_bw)
         printf("\n* decode above the measured read bandwidth: the weights (%.1f MB) were read from the CPU's caches, "

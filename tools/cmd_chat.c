@@ -32,14 +32,6 @@ static const char chat_help[] =
     "  -t, --threads N          worker threads (default: the physical cores)\n"
     "  -h, --help               this text\n";
 
-static etch_session *volatile chat_session;
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-    if (chat_session) etch_session_cancel(chat_session);
-}
-
 /* A growing list of messages, each string owned. */
 typedef struct history {
     etch_chat_message *m;
@@ -68,7 +60,7 @@ static void history_clear(history *h, int keep) {
 
 int cmd_chat(int argc, char **argv) {
     cli_name = "etch chat";
-    const char *path = NULL, *system = NULL, *stops[16];
+    const char *path = NULL, *system = NULL, *stops[CLI_MAX_STOP];
     int n_stop = 0, threads = 0, shift = -1;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
@@ -77,31 +69,14 @@ int cmd_chat(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
-        double d;
+        int took = cli_sampling_option(argc, argv, &i, &cfg, stops, &n_stop);
+        if (took < 0) return 2;
+        if (took) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(chat_help, stdout);
             return 0;
         } else if (!strcmp(a, "--system")) {
             if (!(system = cli_take(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, INT32_MAX, &n)) return 2;
-            cfg.max_new_tokens = (int32_t)n;
-        } else if (!strcmp(a, "--temperature")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_float(a, v, 0.0, 100.0, &d)) return 2;
-            cfg.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_float(a, v, 1e-6, 1.0, &d)) return 2;
-            cfg.top_p = (float)d;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return 2;
-            cfg.top_k = (int32_t)n;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_u64(a, v, &cfg.seed)) return 2;
-        } else if (!strcmp(a, "--stop")) {
-            if (!(v = cli_take(argc, argv, &i))) return 2;
-            if (n_stop == 16) return cli_usage("16 stop strings at most");
-            if (!*v) return cli_usage("--stop expects a non-empty string");
-            stops[n_stop++] = v;
         } else if (!strcmp(a, "--think")) {
             opt.think = 1;
         } else if (!strcmp(a, "--no-think")) {
@@ -123,7 +98,6 @@ int cmd_chat(int argc, char **argv) {
         }
     }
     if (!path) return cli_usage("MODEL is required");
-    cfg.stop = stops, cfg.n_stop = n_stop;
     if (shift >= 0) cfg.context = ETCH_CONTEXT_SHIFT, cfg.n_keep = shift;
 
     etch_error err;
@@ -142,12 +116,8 @@ int cmd_chat(int argc, char **argv) {
     history h = {0};
     int base = 0, rc = 0;
     if (system && history_add(&h, "system", system, strlen(system))) base = 1;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt returns from the read */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sa);
-    chat_session = s;
+    cli_interrupt_begin(0); /* Ctrl-C stops an answer, or returns from the prompt's read: never leaves */
+    cli_interrupt_watch(s, NULL);
     char *line = NULL;
     size_t cap = 0;
     char *answer = NULL;
@@ -158,11 +128,11 @@ int cmd_chat(int argc, char **argv) {
             fputs("> ", stdout);
             fflush(stdout);
         }
-        interrupted = 0;
+        cli_interrupt_clear();
         errno = 0;
         ssize_t got = getline(&line, &cap, stdin);
         if (got < 0) {
-            if (errno == EINTR && interrupted) { /* Ctrl-C at the prompt: a new prompt */
+            if (errno == EINTR && cli_interrupted()) { /* Ctrl-C at the prompt: a new prompt */
                 clearerr(stdin);
                 fputc('\n', stdout);
                 continue;
@@ -239,8 +209,7 @@ int cmd_chat(int argc, char **argv) {
             break;
         }
     }
-    sigaction(SIGINT, &old_sa, NULL);
-    chat_session = NULL;
+    cli_interrupt_end();
     history_clear(&h, 0);
     free(h.m), free(line), free(answer);
     etch_session_free(s);

@@ -62,16 +62,6 @@ static int window_logits(etch_session *s, const int32_t *ids, int n, float *out)
     return etch_prefill(s, ids, n, 0, 0, out, 1) == ETCH_OK;
 }
 
-/* Ctrl-C: the window being computed stops at its next chunk, and the figures of the windows scored
- * so far are printed. */
-static etch_session *volatile interrupt_sessions[2];
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-    for (int i = 0; i < 2; i++)
-        if (interrupt_sessions[i]) etch_session_cancel(interrupt_sessions[i]);
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -167,19 +157,15 @@ int cmd_eval(int argc, char **argv) {
     double nll = 0, ref_nll = 0;
     long scored = 0, agree = 0;
     int done_windows = 0;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    interrupt_sessions[0] = s, interrupt_sessions[1] = rs;
-    sigaction(SIGINT, &sa, &old_sa);
-    for (int w = 0; w < n_windows && !interrupted; w++) {
+    /* Ctrl-C: the window being computed stops at its next chunk; the windows scored are reported. */
+    cli_interrupt_begin(1);
+    cli_interrupt_watch(s, rs);
+    for (int w = 0; w < n_windows && !cli_interrupted(); w++) {
         const int32_t *win = ids + (size_t)w * ctx;
         etch_session *failed = !window_logits(s, win, ctx, lg) ? s : r && !window_logits(rs, win, ctx, lr) ? rs : NULL;
         if (failed) {
-            if (interrupted) break; /* the window that was cut is not scored */
-            sigaction(SIGINT, &old_sa, NULL);
+            if (cli_interrupted()) break; /* the window that was cut is not scored */
+            cli_interrupt_end();
             rc = cli_failf("%s", etch_session_error(failed));
             goto done;
         }
@@ -196,8 +182,8 @@ int cmd_eval(int argc, char **argv) {
         done_windows = w + 1;
         cli_progress(NULL, "evaluating", w + 1, n_windows);
     }
-    sigaction(SIGINT, &old_sa, NULL);
-    interrupt_sessions[0] = interrupt_sessions[1] = NULL;
+    cli_interrupt_end();
+    int interrupted = cli_interrupted();
     if (interrupted && !done_windows) {
         fprintf(stderr, "%s: interrupted before the first window was scored\n", cli_name);
         rc = 130;

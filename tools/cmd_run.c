@@ -56,17 +56,6 @@ static const char *stop_reason_name(int32_t r) {
     return "max_new_tokens";
 }
 
-/* Ctrl-C: the session's current call stops at its next check (tokenizing, between prefill chunks,
- * before each token); what was generated is printed with the stats. A second Ctrl-C ends the
- * process at once (SA_RESETHAND). */
-static etch_session *volatile interrupt_session;
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
-    (void)sig;
-    interrupted = 1;
-    if (interrupt_session) etch_session_cancel(interrupt_session);
-}
-
 /* The prompt: -p TEXT, -p - (standard input) or -f FILE; *owned is what to free. */
 static const char *read_prompt(const char *prompt, const char *file, char **owned) {
     *owned = NULL;
@@ -106,7 +95,7 @@ static void acc_add(text_acc *t, const char *p, size_t n) {
 
 int cmd_run(int argc, char **argv) {
     cli_name = "etch run";
-    const char *path = NULL, *prompt = NULL, *prompt_file = NULL, *stops[16];
+    const char *path = NULL, *prompt = NULL, *prompt_file = NULL, *stops[CLI_MAX_STOP];
     int n_stop = 0;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
@@ -115,7 +104,9 @@ int cmd_run(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long n;
-        double d;
+        int took = cli_sampling_option(argc, argv, &i, &cfg, stops, &n_stop);
+        if (took < 0) return 2;
+        if (took) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(run_help, stdout);
             return 0;
@@ -123,31 +114,12 @@ int cmd_run(int argc, char **argv) {
             if (!(prompt = cli_take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             if (!(prompt_file = cli_take(argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--max-new-tokens")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return 2;
-            cfg.max_new_tokens = (int32_t)n;
-        } else if (!strcmp(a, "--temperature")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_float(a, v, 0.0, 100.0, &d)) return 2;
-            cfg.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_float(a, v, 1e-6, 1.0, &d)) return 2;
-            cfg.top_p = (float)d;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 0, INT32_MAX, &n)) return 2;
-            cfg.top_k = (int32_t)n;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_take(argc, argv, &i)) || !cli_parse_u64(a, v, &cfg.seed)) return 2;
         } else if (!strcmp(a, "--prefill")) {
             if (!(v = cli_take(argc, argv, &i))) return 2;
             if (!strcmp(v, "auto")) cfg.prefill = ETCH_PREFILL_AUTO;
             else if (!strcmp(v, "batched")) cfg.prefill = ETCH_PREFILL_BATCHED;
             else if (!strcmp(v, "sequential")) cfg.prefill = ETCH_PREFILL_SEQUENTIAL;
             else return cli_usage("--prefill expects auto, batched or sequential, got '%s'", v);
-        } else if (!strcmp(a, "--stop")) {
-            if (!(v = cli_take(argc, argv, &i))) return 2;
-            if (n_stop == 16) return cli_usage("16 stop strings at most");
-            if (!*v) return cli_usage("--stop expects a non-empty string");
-            stops[n_stop++] = v;
         } else if (!strcmp(a, "--no-bos")) {
             cfg.add_bos = 0;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -178,7 +150,6 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!path) return cli_usage("PROGRAM.etch is required");
-    cfg.stop = stops, cfg.n_stop = n_stop;
     if (!prompt == !prompt_file) return cli_usage("give the prompt with -p PROMPT, -p - (standard input) or -f FILE");
     if (!chat && (chat_opt.system || chat_opt.think >= 0 || chat_opt.template_name))
         return cli_usage("--system, --think, --no-think and --chat-template go with --chat");
@@ -249,13 +220,8 @@ int cmd_run(int argc, char **argv) {
         fflush(stdout);
     }
 
-    interrupt_session = s;
-    struct sigaction sa, old_sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_sa);
+    cli_interrupt_begin(1);
+    cli_interrupt_watch(s, NULL);
     etch_status st = etch_generate_start(s, text_in, &cfg);
     while (st == ETCH_OK) {
         int32_t tok;
@@ -269,8 +235,8 @@ int cmd_run(int argc, char **argv) {
         }
         if (tok < 0) break;
     }
-    sigaction(SIGINT, &old_sa, NULL);
-    interrupt_session = NULL;
+    cli_interrupt_end();
+    int interrupted = cli_interrupted();
     if (st != ETCH_OK && !(st == ETCH_ERR_CANCELLED && interrupted)) {
         if (!json) fputc('\n', stdout);
         snprintf(msg, sizeof msg, "%s: %s", path, etch_session_error(s));

@@ -61,8 +61,8 @@ static etch_status key_folder(uint64_t *h, const char *dir, etch_error *err) {
     for (size_t i = 0; i < n; i++) {
         char path[PATH_MAX];
         struct stat fs;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (!st && stat(path, &fs) == 0 && S_ISREG(fs.st_mode)) *h = key_file(*h, path, &fs);
+        int fits = snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path;
+        if (!st && fits && stat(path, &fs) == 0 && S_ISREG(fs.st_mode)) *h = key_file(*h, path, &fs);
         base_free(names[i]);
     }
     base_free(names);
@@ -73,8 +73,7 @@ static etch_status key_folder(uint64_t *h, const char *dir, etch_error *err) {
 static int source_kind(const char *path, const struct stat *st, etch_error *err) {
     if (S_ISDIR(st->st_mode)) {
         char cfg[PATH_MAX];
-        snprintf(cfg, sizeof cfg, "%s/config.json", path);
-        if (access(cfg, R_OK) == 0) return 2;
+        if (snprintf(cfg, sizeof cfg, "%s/config.json", path) < (int)sizeof cfg && access(cfg, R_OK) == 0) return 2;
         base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: a folder without config.json is not a Hugging Face model", path);
         return -1;
     }
@@ -120,10 +119,12 @@ etch_status etch_cached_program(const char *source, const char *cache_dir, const
 
     char dir[PATH_MAX];
     const char *env = getenv("ETCH_CACHE_DIR"), *home = getenv("HOME");
-    if (cache_dir && *cache_dir) snprintf(dir, sizeof dir, "%s", cache_dir);
-    else if (env && *env) snprintf(dir, sizeof dir, "%s", env);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/etch", home);
-    else return base_fail(err, ETCH_ERR_ARG, "no cache folder: set ETCH_CACHE_DIR");
+    int n = cache_dir && *cache_dir ? snprintf(dir, sizeof dir, "%s", cache_dir)
+            : env && *env           ? snprintf(dir, sizeof dir, "%s", env)
+            : home && *home         ? snprintf(dir, sizeof dir, "%s/.cache/etch", home)
+                                    : -1;
+    if (n < 0) return base_fail(err, ETCH_ERR_ARG, "no cache folder: set ETCH_CACHE_DIR");
+    if (n >= (int)sizeof dir) return base_fail(err, ETCH_ERR_ARG, "the cache folder's path is too long");
     for (char *p = dir + 1;; p++) { /* mkdir -p */
         char c = *p;
         if (c != '/' && c) continue;
