@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-ETCH_MODELS_DIR ?= $(abspath ../shared/models)
+ETCH_MODELS_DIR ?= $(abspath assets/models)
 export ETCH_MODELS_DIR
 
 .PHONY: all setup configure test test-sanitize fuzz demo bench bench-llamacpp clean

@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 ETCH=$BUILD/etch
 OUT=$BUILD/bench-vs-llamacpp
-TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/../shared/models}")/tokenizers}
+TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/assets/models}")/tokenizers}
 THREADS=${THREADS:-2} GEN_SAMPLES=${GEN_SAMPLES:-16} CTX=${CTX:-1024}
 PROG=$OUT/qwen3-0.6b-f16-ctx$CTX-from-gguf.etch
 mkdir -p "$OUT"

@@ -2,7 +2,7 @@
 # Time to first token with batched and sequential prefill on stories260K (about 98 prompt tokens),
 # prompt and decode tokens/s. Figures, not a test. Run from the repository root: make bench
 set -euo pipefail
-MODELS=${ETCH_MODELS_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/models}
+MODELS=${ETCH_MODELS_DIR:-$(cd "$(dirname "$0")/.." && pwd)/assets/models}
 S=$MODELS/stories260K
 OUT=${BUILD:-build}/bench
 mkdir -p "$OUT"

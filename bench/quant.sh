@@ -13,7 +13,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=$BUILD/bench-vs-llamacpp
-TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/../shared/models}")/tokenizers}
+TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/assets/models}")/tokenizers}
 THREADS=${THREADS:-2} LENGTH=${LENGTH:-128} NGEN=${NGEN:-32} ROUNDS=${ROUNDS:-3} REPS=${REPS:-1} CTX=${CTX:-1024}
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}
 ETCH=$BUILD/etch

@@ -11,7 +11,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 ETCH=$BUILD/etch
 OUT=$BUILD/quant-quality
-MODELS=${ETCH_MODELS_DIR:-$ROOT/../shared/models}
+MODELS=${ETCH_MODELS_DIR:-$ROOT/assets/models}
 TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "$MODELS")/tokenizers}
 mkdir -p "$OUT"
 "$ETCH" export --llama2c "$MODELS/stories260K/stories260K.bin" --tokenizer "$MODELS/stories260K/tok512.bin" \

@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 OUT=$BUILD/bench-vs-llamacpp
-TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/../shared/models}")/tokenizers}
+TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$ROOT/assets/models}")/tokenizers}
 THREADS=${THREADS:-2} LENGTHS=${LENGTHS:-32,64,128,256,512} NGEN=${NGEN:-64} ROUNDS=${ROUNDS:-3} REPS=${REPS:-2}
 DTYPE=${DTYPE:-f16} PRESET=${PRESET:-qwen3-0.6b} CTX=${CTX:-1024}
 case "$PRESET" in qwen3-0.6b) ARCH=qwen3 NAME="Qwen3-0.6B" ;; gemma3-1b) ARCH=gemma3 NAME="Gemma-3-1B" ;;

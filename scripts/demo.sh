@@ -2,7 +2,7 @@
 # The main job: export stories260K ahead of time, then generate a story with ExecuTorch-style stats.
 # Run from the repository root after a build: make demo
 set -euo pipefail
-MODELS=${ETCH_MODELS_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared/models}
+MODELS=${ETCH_MODELS_DIR:-$(cd "$(dirname "$0")/.." && pwd)/assets/models}
 S=$MODELS/stories260K
 if [ ! -f "$S/stories260K.bin" ]; then
   echo "demo: stories260K not found in $MODELS (set ETCH_MODELS_DIR to the folder holding stories260K/)" >&2

@@ -5,7 +5,7 @@
 # usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 BUILD=$1 SRC=$2 STAGE=$1/stage WORK=$1/install-test
-MODELS=${ETCH_MODELS_DIR:-$SRC/../shared/models}
+MODELS=${ETCH_MODELS_DIR:-$SRC/assets/models}
 rm -rf "$STAGE" "$WORK"
 mkdir -p "$WORK"
 cmake --install "$BUILD" --prefix "$STAGE" >/dev/null

@@ -6,7 +6,7 @@
 # usage: pip_test.sh SOURCE_DIR WORK_DIR ETCH
 set -euo pipefail
 SRC=$1 WORK=$2 ETCH=$3 PROG=$2/stories.etch
-S=${ETCH_MODELS_DIR:-$SRC/../shared/models}/stories260K
+S=${ETCH_MODELS_DIR:-$SRC/assets/models}/stories260K
 rm -rf "$WORK"
 mkdir -p "$WORK"
 "$ETCH" export --llama2c "$S/stories260K.bin" --tokenizer "$S/tok512.bin" -o "$PROG" 2>/dev/null

@@ -177,6 +177,7 @@ etch_status etch_generate_start(etch_session *s, const char *prompt, const etch_
 /* Appends bytes to the held text; the view it is released into grows with it, so releasing never
  * allocates. 0 when memory ran out. */
 static int hold_add(etch_session *s, const char *p, size_t n) {
+    if (!n) return 1;
     if (s->n_hold + n > s->hold_cap) {
         size_t cap = (s->n_hold + n) * 2 + 64;
         char *nh = base_realloc(s->hold, cap);
@@ -217,10 +218,10 @@ static size_t release(etch_session *s, int at_end, int *stopped, const char **ou
                 }
         }
     if (give) memcpy(s->emit, s->hold, give); /* emit_cap >= hold_cap >= give (hold_add) */
-    memmove(s->hold, s->hold + give, n - give);
+    if (n > give) memmove(s->hold, s->hold + give, n - give);
     s->n_hold = *stopped ? 0 : n - give;
     rt_answer_add(s, s->emit, give); /* the answer so far, for a conversation */
-    *out = s->emit;
+    *out = s->emit ? s->emit : "";
     return give;
 }
 

@@ -4,7 +4,7 @@
 set -euo pipefail
 what=$1 ETCH=$2 WORK=$3/conformance
 here=$(cd "$(dirname "$0")" && pwd)
-TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$here/../../../shared/models}")/tokenizers}
+TOK=${ETCH_TOKENIZERS_DIR:-$(dirname "${ETCH_MODELS_DIR:-$here/../../assets/models}")/tokenizers}
 NPM=${ETCH_NPM_DIR:-$3/npm}
 mkdir -p "$WORK"
 # ES modules resolve packages from their own folder, so the scripts run beside node_modules.

@@ -8,7 +8,7 @@
 set -u
 ETCH=$1 BUILD=$2 WORK=$3
 here=$(cd "$(dirname "$0")" && pwd)
-MODELS=${ETCH_MODELS_DIR:-$here/../../../shared/models}
+MODELS=${ETCH_MODELS_DIR:-$here/../../assets/models}
 TOKS=${ETCH_TOKENIZERS_DIR:-$MODELS/../tokenizers}
 S=$MODELS/stories260K
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}

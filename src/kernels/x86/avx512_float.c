@@ -18,7 +18,9 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
 }
 
 /* The first cols of a panel's 16 outputs. */
-static INLINE __mmask16 cols_mask(int cols) { return cols >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1); }
+static INLINE __mmask16 cols_mask(int cols) {
+    return cols >= 16 ? (__mmask16)0xFFFF : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);
+}
 
 /* tile: R rows (1..6) x P panels (1..2): R*P accumulators; per kk P weight loads, R broadcasts. */
 #define DEFINE_MATMUL(T)                                                                                          \
