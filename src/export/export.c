@@ -155,6 +155,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         fmt_put_f32(w, "rope_scaling.high_freq_factor", m->rs_high);
         fmt_put_f32(w, "rope_scaling.original_context_len", m->rs_orig);
     }
+    if (m->rope_freq_factors) fmt_put_f32s(w, "rope_freq_factors", m->rope_freq_factors, (uint32_t)(m->head_dim / 2));
     if (m->rope_linear > 0) {
         fmt_put_str(w, "rope_scaling", "linear");
         fmt_put_f32(w, "rope_scaling.factor", m->rope_linear);

@@ -613,10 +613,24 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
     }
     m->tied_embeddings = gguf_find_tensor(g, "output.weight") == NULL;
     const gguf_tensor *rf = gguf_find_tensor(g, "rope_freqs.weight");
-    if (rf) {
-        st = base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_freqs.weight (Llama 3 rope scaling in GGUF) is not supported yet; "
-                       "export from the Hugging Face folder", path);
-        goto done;
+    if (rf) { /* Llama 3 scaling as llama.cpp's converter writes it: a factor per frequency */
+        if (rf->type != GGUF_F32 || rf->n_dims != 1 || (int64_t)rf->ne[0] != m->head_dim / 2 || !rf->data) {
+            st = base_fail(err, ETCH_ERR_FORMAT, "%s: rope_freqs.weight is not %d F32 values (head_dim / 2)", path,
+                           m->head_dim / 2);
+            goto done;
+        }
+        m->rope_freq_factors = imp_own(m, base_malloc((size_t)rf->ne[0] * sizeof(float)));
+        if (!m->rope_freq_factors) {
+            st = base_fail(err, ETCH_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        memcpy(m->rope_freq_factors, rf->data, (size_t)rf->ne[0] * sizeof(float));
+        for (int64_t i = 0; i < (int64_t)rf->ne[0]; i++)
+            if (!(m->rope_freq_factors[i] > 0) || m->rope_freq_factors[i] > 1e6f) {
+                st = base_fail(err, ETCH_ERR_FORMAT, "%s: rope_freqs.weight[%lld] = %g is not a positive factor", path,
+                               (long long)i, (double)m->rope_freq_factors[i]);
+                goto done;
+            }
     }
     /* The mapping stays open: the tensors borrow from it. */
     m->maps[0] = g->map;

@@ -31,6 +31,8 @@ typedef struct imp_model {
     int32_t rope_llama3;     /* Llama 3 rope scaling with the four values below */
     float rs_factor, rs_low, rs_high, rs_orig;
     float rope_linear;       /* 0, or linear RoPE scaling: positions divided by this (full-attention layers) */
+    float *rope_freq_factors; /* owned [head_dim / 2] or NULL: GGUF's rope_freqs.weight, each frequency divided by
+                              * its factor (how llama.cpp's converter writes Llama 3 scaling) */
     /* Gemma-3 and sliding windows */
     int32_t gelu;            /* the gate's activation is GELU (tanh approximation), not SiLU */
     int32_t post_norms;      /* norms after attention and after the feed-forward */

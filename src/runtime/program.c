@@ -214,6 +214,17 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: rope_scaling '%s' is not supported (none, llama3, linear)", path,
                          scaling);
     }
+    const fmt_meta *rf = fmt_find_meta(&p->file, "rope_freq_factors");
+    if (rf) { /* GGUF's rope_freqs.weight: each frequency divided by its factor, as llama.cpp does */
+        if (rf->type != FMT_F32 || rf->count != (uint32_t)(m->head_dim / 2))
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: rope_freq_factors holds %u values, not head_dim / 2 = %d", path,
+                             rf->count, m->head_dim / 2);
+        const float *f = rf->data;
+        for (int i = 0; i < m->head_dim / 2; i++) {
+            if (!(f[i] > 0)) return base_fail(err, ETCH_ERR_FORMAT, "%s: rope_freq_factors[%d] is not positive", path, i);
+            p->inv_freq[i] /= f[i];
+        }
+    }
     c->inv_freq = c->inv_freq_local = p->inv_freq;
     /* Windowed layers with their own base (Gemma-3: 10,000 beside the global layers' 1,000,000) and no scaling. */
     if (fmt_find_meta(&p->file, "rope_base_local")) {

@@ -338,7 +338,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         }
     }
     gguf_writer g;
-    etch_status st = gguf_writer_open(&g, path, (uint64_t)n, err);
+    etch_status st = gguf_writer_open(&g, path, (uint64_t)n + (c->llama3 ? 1 : 0), err);
     if (st) {
         base_free(ts);
         return st;
@@ -409,6 +409,7 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
     if (tok->chat_jinja) gguf_kv_str(&g, "tokenizer.chat_template", tok->chat_jinja);
     /* Tensor infos, then data. Norms and biases stay F32, as llama.cpp expects. */
     for (int i = 0; i < n; i++) gguf_tensor_info(&g, ts[i].gguf, ts[i].kind == 0 ? gtype : GGUF_F32, ts[i].rows, ts[i].cols);
+    if (c->llama3) gguf_tensor_info(&g, "rope_freqs.weight", GGUF_F32, (uint64_t)(c->head_dim / 2), 0);
     uint64_t max_n = 0;
     for (int i = 0; i < n; i++) {
         uint64_t cnt = ts[i].rows * (ts[i].cols ? ts[i].cols : 1);
@@ -420,6 +421,15 @@ static etch_status write_gguf(const synth_cfg *c, const imp_model *tok, int gtyp
         fill_tensor(c, &ts[i], seed, 1, x);
         if (ts[i].permute_heads) permute_rows(x, ts[i].rows, ts[i].cols, ts[i].permute_heads, tmp);
         gguf_tensor_data(&g, ts[i].kind == 0 ? gtype : GGUF_F32, x, ts[i].rows * (ts[i].cols ? ts[i].cols : 1));
+    }
+    if (c->llama3 && !st) { /* Llama 3 scaling as llama.cpp's converter writes it: a factor per frequency */
+        const double pi = 3.14159265358979323846, factor = 32, lo = 1, hi = 4, orig = 8192;
+        for (int i = 0; i < c->head_dim / 2; i++) {
+            double freq = 1.0 / pow(c->rope_base, 2.0 * i / c->head_dim), wavelen = 2 * pi / freq, smooth;
+            x[i] = wavelen < orig / hi ? 1.0f : wavelen > orig / lo ? (float)factor
+                 : (smooth = (orig / wavelen - lo) / (hi - lo), (float)(1.0 / ((1 - smooth) / factor + smooth)));
+        }
+        gguf_tensor_data(&g, GGUF_F32, x, (uint64_t)(c->head_dim / 2));
     }
     etch_status cst = gguf_writer_close(&g, err);
     base_free(x), base_free(tmp), base_free(buf), base_free(ts);

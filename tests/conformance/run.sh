@@ -22,6 +22,10 @@ setup)
   "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format hf --seed 11 $shapes -o "$WORK/qwen3-hf"
   "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format gguf --seed 12 $shapes -o "$WORK/llama.gguf"
   "$ETCH" synth --arch llama --tokenizer "$TOK/mistral/tokenizer.json" --format hf --seed 12 $shapes -o "$WORK/llama-hf"
+  # Llama 3 shapes with its rope scaling: rope_freqs.weight in the GGUF (as llama.cpp's converter
+  # writes it), rope_scaling in config.json.
+  "$ETCH" synth --arch llama --preset llama-3.2-1b --tokenizer "$TOK/mistral/tokenizer.json" --format gguf --seed 14 $shapes -o "$WORK/llama3.gguf"
+  "$ETCH" synth --arch llama --preset llama-3.2-1b --tokenizer "$TOK/mistral/tokenizer.json" --format hf --seed 14 $shapes -o "$WORK/llama3-hf"
   # Gemma-3: six layers, five of them with a sliding window of 16 keys, one global (llama.cpp's
   # pattern); and the same weights with a window wider than any prompt, as a control.
   g3="--layers 6 --dim 128 --hidden-dim 320 --heads 4 --kv-heads 2 --std 0.125"
@@ -34,7 +38,7 @@ setup)
     "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-gguf.etch" --max-context-len 512
     "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-f32.etch" --max-context-len 512 --dtype f32
   done
-  for m in qwen3 llama gemma3; do
+  for m in qwen3 llama llama3 gemma3; do
     "$ETCH" export --gguf "$WORK/$m.gguf" -o "$WORK/$m-gguf.etch" --max-context-len 512
     "$ETCH" export --hf "$WORK/$m-hf" -o "$WORK/$m-hf.etch" --max-context-len 512
   done
@@ -60,8 +64,8 @@ models)
  "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of Darkness, it was the spring of hope, it was the winter of despair."]
 P
   rc=0
-  for m in qwen3 llama gemma3; do
-    bos=""; [ "$m" = llama ] && bos="--bos"
+  for m in qwen3 llama llama3 gemma3; do
+    bos=""; [ "$m" = llama ] || [ "$m" = llama3 ] && bos="--bos"
     "$ETCH" tokenize "$WORK/$m-gguf.etch" --batch "$WORK/prompts.json" $bos >"$WORK/$m-prompts.json"
     if [ "$m" = gemma3 ]; then
       # Around the window of 16: the last prompt cut to 15, 16, 17 and 48 tokens (it has more than 64).

@@ -39,7 +39,16 @@ typedef struct conn {
     int role_sent, final_sent, done_sent, generating, status;
     char *ev;            /* the event being written */
     size_t ev_len, ev_off;
+    int refs;            /* the connection's, and a streamed response's: the last to let go frees it */
 } conn;
+
+static void conn_release(conn *k) {
+    if (__atomic_sub_fetch(&k->refs, 1, __ATOMIC_ACQ_REL)) return;
+    api_request_free(&k->req);
+    free(k->body);
+    free(k->ev);
+    free(k);
+}
 
 static double now_ms(void) {
     struct timespec t;
@@ -148,6 +157,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_done(void *cls) { /* the stream ended, or the client went away */
     conn *k = cls;
     finish_request(k);
+    conn_release(k); /* the response may outlive the request's completion */
 }
 
 /* ------------------------------------------------------------------ generation */
@@ -205,6 +215,7 @@ static enum MHD_Result generate(struct MHD_Connection *c, conn *k) {
             finish_request(k);
             return MHD_NO;
         }
+        __atomic_add_fetch(&k->refs, 1, __ATOMIC_ACQ_REL); /* stream_done lets go of it */
         MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
@@ -273,6 +284,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         k = calloc(1, sizeof *k);
         if (!k) return MHD_NO;
         k->srv = srv;
+        k->refs = 1;
         k->t0 = now_ms();
         *con_cls = k;
         int post = !strcmp(method, MHD_HTTP_METHOD_POST), get = !strcmp(method, MHD_HTTP_METHOD_GET);
@@ -345,13 +357,10 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     (void)cls, (void)c, (void)why;
     conn *k = *con_cls;
     if (!k) return;
-    finish_request(k); /* a stream's free callback did this already, unless it never began */
+    if (k->refs == 1) finish_request(k); /* with a stream still held, its free callback does this */
     metrics_request(k->endpoint ? k->endpoint : "other", k->status);
-    api_request_free(&k->req);
-    free(k->body);
-    free(k->ev);
-    free(k);
     *con_cls = NULL;
+    conn_release(k);
 }
 
 static void log_error(void *cls, const char *fmt, va_list ap) {
