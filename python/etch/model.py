@@ -40,6 +40,22 @@ def set_memory_budget(nbytes):
     check(lib().etch_set_memory_budget(_int_arg("nbytes", nbytes, 0, 2 ** 63 - 1)), _Error(1, b"negative budget"))
 
 
+class _Closing:
+    """with-blocks and garbage collection both close: for the classes that hold C handles."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
 class Generation:
     """An iterator of Token(id, text) (text: the characters that became complete). It owns its
     session until it ends; close() (or leaving a for loop early, or deleting it) stops it."""
@@ -96,7 +112,7 @@ class Generation:
             pass
 
 
-class Session:
+class Session(_Closing):
     """One conversation's state: its own KV cache and stats, on a model's program. Two sessions on one
     model never mix; one session runs one generation at a time. Not for use from two threads at once."""
 
@@ -284,18 +300,6 @@ class Session:
             self._sess = ctypes.c_void_p()
         self._model._sessions.discard(self)
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
-
 
 def _program_path(path, cache_dir, opts, progress):
     """The program for a program file, a GGUF file or a Hugging Face folder (exported once into the
@@ -312,7 +316,7 @@ def _program_path(path, cache_dir, opts, progress):
     return out.value.decode(), bool(exported.value)
 
 
-class ETModelForCausalLM:
+class ETModelForCausalLM(_Closing):
     """A program and a default session (one conversation). model.session() makes more: each has its
     own KV cache, so conversations on one model never mix; the program is mapped once for all."""
 
@@ -451,18 +455,6 @@ class ETModelForCausalLM:
         if self._prog:
             lib().etch_program_close(self._prog)
             self._prog = ctypes.c_void_p()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
 
 class ExecuTorchModelForCausalLM(ETModelForCausalLM):
