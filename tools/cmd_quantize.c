@@ -132,7 +132,7 @@ int cmd_quantize(int argc, char **argv) {
     fprintf(stderr, "wrote %s in %.2f s: %s, %llu bytes (%.1f%% of %s's %llu)\n", out, cli_seconds() - t0, o.scheme,
             (unsigned long long)b.file_size, 100.0 * (double)b.file_size / (double)a.file_size, in,
             (unsigned long long)a.file_size);
-    if (b.file_size > a.file_size && !o.qembedding && etch_program_meta(src)->tied_embeddings)
+    if (b.file_size > a.file_size + a.file_size / 100 && !o.qembedding && etch_program_meta(src)->tied_embeddings)
         fprintf(stderr, "%s: note: the output is larger than its input: this model's embedding table is tied to its "
                         "classifier and stays in the input's type; --qembedding 8w or 4w quantizes it too\n", cli_name);
     etch_program_close(src);

@@ -57,6 +57,10 @@ PY
   (cd "$NPM" && node llamacpp.mjs "$src" "$WORK/$model-prompts.json" 64 3 >"$WORK/$model-llamacpp.json")
   "$TEST_REAL" "$prog" "$WORK/$model-llamacpp.json" 0.97 0.99 || fail=1
 done
+# Gemma's end of turn: its GGUF carries no template; named at export, <end_of_turn> (106) joins EOS (1).
+"$ETCH" export --gguf "$GEMMA" -o "$WORK/gemma-chat.etch" --chat-template gemma 2>/dev/null
+"$ETCH" inspect "$WORK/gemma-chat.etch" | grep -q "get_eos_ids *\[1, 106\]" ||
+  { echo "FAIL: Gemma's <end_of_turn> is not among the EOS ids: $("$ETCH" inspect "$WORK/gemma-chat.etch" | grep eos_ids)"; fail=1; }
 # Does each answer a plain question sensibly? (printed for the README; the agreement above is the check)
 "$ETCH" run "$WORK/smol.etch" --chat -p "What is the capital of France?" -n 24
 "$ETCH" run "$WORK/gemma.etch" -p "The capital of France is" -n 12
