@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# etch serve, end to end on loopback: OpenAI's own client library (npm openai) against the server
+# etch serve, end to end on loopback: OpenAI's own client libraries (npm openai, PyPI openai) against the server
 # (answers equal etch run's greedy tokens, streaming and not; stop strings; usage; the API key), bad
 # requests (each a clear error, the server still up), clients that vanish mid-stream, and a load of
 # 16 clients on 2 slots for LOAD_SECONDS (default 60), and the chat page in headless Chromium (a
@@ -50,6 +50,13 @@ rss_before=$(rss $MAIN_PID)
 cd "$NPM"
 node openai_client.mjs "$MAIN_PORT" "$KEY_PORT" "$SLOW_PORT" "$WORK" || fail=1
 node page.mjs "$MAIN_PORT" "$BUILD/serve-page.png" || fail=1
+# PyPI's openai client too, in a virtual environment of Debian's python3 (openai pinned).
+if [ ! -x "$BUILD/openai-venv/bin/python" ]; then
+  /usr/bin/python3 -m venv "$BUILD/openai-venv" &&
+    "$BUILD/openai-venv/bin/pip" install --quiet --disable-pip-version-check "openai==${OPENAI_PY_VERSION:-3.57.0}" >"$WORK/pip.log" 2>&1 ||
+    { echo "FAIL: pip install openai: $(tail -3 "$WORK/pip.log")"; fail=1; }
+fi
+[ -x "$BUILD/openai-venv/bin/python" ] && { "$BUILD/openai-venv/bin/python" "$here/openai_client.py" "$MAIN_PORT" "$KEY_PORT" "$WORK" || fail=1; }
 node load.mjs "$MAIN_PORT" "$WORK" "${LOAD_SECONDS:-60}" || fail=1
 rss_after=$(rss $MAIN_PID)
 echo "server RSS: ${rss_before} kB before the load, ${rss_after} kB after"
