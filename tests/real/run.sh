@@ -59,8 +59,9 @@ PY
 done
 # Gemma's end of turn: its GGUF carries no template; named at export, <end_of_turn> (106) joins EOS (1).
 "$ETCH" export --gguf "$GEMMA" -o "$WORK/gemma-chat.etch" --chat-template gemma 2>/dev/null
-"$ETCH" inspect "$WORK/gemma-chat.etch" | grep -q "get_eos_ids *\[1, 106\]" ||
-  { echo "FAIL: Gemma's <end_of_turn> is not among the EOS ids: $("$ETCH" inspect "$WORK/gemma-chat.etch" | grep eos_ids)"; fail=1; }
+meta=$("$ETCH" inspect "$WORK/gemma-chat.etch") # whole first: grep -q would close the pipe under pipefail
+grep -q "get_eos_ids *\[1, 106\]" <<<"$meta" ||
+  { echo "FAIL: Gemma's <end_of_turn> is not among the EOS ids: $(grep eos_ids <<<"$meta")"; fail=1; }
 # Does each answer a plain question sensibly? (printed for the README; the agreement above is the check)
 "$ETCH" run "$WORK/smol.etch" --chat -p "What is the capital of France?" -n 24
 "$ETCH" run "$WORK/gemma.etch" -p "The capital of France is" -n 12
