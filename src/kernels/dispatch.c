@@ -53,7 +53,7 @@ static const kern_variant avx512 = {
 static const kern_variant avx512_vnni = {
     "avx512+vnni",
     {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
-    kern_vnni_matmul_i,
+    kern_avx512_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
     kern_avx512_fma_peak,
@@ -83,6 +83,13 @@ static int cpu_has_avx512f(void) {
     return (lo & 0xE6) == 0xE6;
 }
 
+/* AVX512-VNNI (the EVEX vpdpbusd on zmm registers): CPUID leaf 7 ECX bit 11. */
+static int cpu_has_avx512_vnni(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (c >> 11) & 1;
+}
+
 /* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */
 static int cpu_has_avx_vnni(void) {
     unsigned a, b, c, d;
@@ -110,8 +117,9 @@ const char *kern_init(void) {
     const kern_variant *v = &portable;
 #ifdef KERN_X86
     if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c()) {
-        int vnni = cap <= KERN_NO_AVX512 && cpu_has_avx_vnni(), wide = cap == KERN_BEST && cpu_has_avx512f();
-        v = wide ? (vnni ? &avx512_vnni : &avx512) : vnni ? &avx2_vnni : &avx2;
+        int wide = cap == KERN_BEST && cpu_has_avx512f();
+        if (wide) v = cpu_has_avx512_vnni() ? &avx512_vnni : &avx512;
+        else v = cap <= KERN_NO_AVX512 && cpu_has_avx_vnni() ? &avx2_vnni : &avx2;
     }
 #else
     (void)cap;

@@ -85,6 +85,8 @@ void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
 /* x86/vnni.c: integer-dot GEMM by vpdpbusd (AVX-VNNI); decode keeps the AVX2 GEMV. */
 void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+/* x86/avx512_vnni.c: vnni.c's GEMM with its dot loop on zmm registers (AVX512-VNNI). */
+void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
                          const kern_att_shape *a, float *scores, int g_begin, int g_end);

@@ -1,5 +1,6 @@
 /* kernels/x86/vnni.c: the integer-dot GEMM's blocks by vpdpbusd (AVX-VNNI, VEX-encoded on 256-bit
- * registers); the loop over blocks and the decode GEMV are avx2_int.c's. */
+ * registers); the loop over blocks and the decode GEMV are avx2_int.c's. avx512_vnni.c compiles this
+ * file again with VNNI_ZMM, where only the inner dot loop differs (v_dots on zmm registers). */
 #include "avx2_int.h"
 
 /* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
@@ -26,6 +27,34 @@ static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *d
     }
 }
 
+#ifdef VNNI_ZMM
+/* As the ymm v_dots below with the EVEX vpdpbusd on zmm registers (AVX512-VNNI): a quad step's 64 bytes are one
+ * register, rows 0..7 in its low half and 8..15 in its high half, so one instruction serves the 16
+ * rows where the ymm form needs two. Each row's pair of ymm sums joins into one zmm for the loop. */
+static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, int b, int e, int R, __m256i *d0,
+                          __m256i *d1) {
+    __m512i d[6];
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) d[r] = _mm512_inserti64x4(_mm512_castsi256_si512(d0[r]), d1[r], 1);
+    int st = b;
+    for (; st + 2 <= e; st += 2, wq += 64) {
+        __m512i w = _mm512_loadu_si512(wq);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            int32_t quad;
+            memcpy(&quad, xb + (size_t)r * half + (size_t)st, sizeof quad);
+            d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(quad));
+        }
+    }
+    if (st < e) { /* a half quad: the pair in the low half, zero weights in the high */
+        __m512i w = _mm512_loadu_si512(wq);
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
+            d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
+    }
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        d0[r] = _mm512_castsi512_si256(d[r]);
+        d1[r] = _mm512_extracti64x4_epi64(d[r], 1);
+    }
+}
+#else
 /* R rows' int32 sums (d0: rows 0..7 of the panel, d1: 8..15) over pair steps b .. e-1 of one group,
  * whose quads start at wq; xb is row 0's input bytes, half the pairs per row. */
 static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, int b, int e, int R, __m256i *d0,
@@ -50,6 +79,7 @@ static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, in
         }
     }
 }
+#endif
 
 /* As i_tile, over the quad steps in blk (v_quads) of one long group g. */
 static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
@@ -116,7 +146,10 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
 }
 
 
-void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+#ifndef VNNI_ENTRY
+#define VNNI_ENTRY kern_vnni_matmul_i
+#endif
+void VNNI_ENTRY(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
     kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe); /* decode keeps the AVX2 GEMV */
 }
