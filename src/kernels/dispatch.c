@@ -13,6 +13,8 @@ static const kern_variant portable = {
     kern_matmul_i_ref,
     kern_quantize_x_ref,
     kern_attention_ref,
+    kern_softmax_ref,
+    kern_swiglu_ref,
     kern_fma_peak_portable,
     kern_read_bandwidth_portable,
 };
@@ -26,6 +28,8 @@ static const kern_variant avx2 = {
     kern_avx2_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_softmax,
+    kern_avx2_swiglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -36,6 +40,8 @@ static const kern_variant avx2_vnni = {
     kern_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_softmax,
+    kern_avx2_swiglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -46,6 +52,8 @@ static const kern_variant avx512 = {
     kern_avx2_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_softmax,
+    kern_avx2_swiglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -56,6 +64,8 @@ static const kern_variant avx512_vnni = {
     kern_avx512_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_softmax,
+    kern_avx2_swiglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -149,6 +159,10 @@ void kern_attention(float *out, const float *q, const float *k_cache, const floa
                     const kern_att_shape *a, float *scores, int g_begin, int g_end) {
     active->attention(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
 }
+
+void kern_softmax(float *x, int n) { active->softmax(x, n); }
+
+void kern_swiglu(float *h, const float *g, size_t n) { active->swiglu(h, g, n); }
 
 double kern_fma_peak(double seconds) { return active->fma_peak(seconds); }
 

@@ -63,6 +63,8 @@ typedef struct kern_variant {
     kern_matmul_i_fn matmul_i;
     void (*quantize_x)(kern_qx *qx, const float *x, int n, int k, const float *stat);
     kern_attention_fn attention;
+    void (*softmax)(float *x, int n);
+    void (*swiglu)(float *h, const float *g, size_t n);
     double (*fma_peak)(double seconds);
     double (*read_bandwidth)(const float *buf, size_t n);
 } kern_variant;
@@ -90,6 +92,9 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
                          const kern_att_shape *a, float *scores, int g_begin, int g_end);
+/* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time. */
+void kern_avx2_softmax(float *x, int n);
+void kern_avx2_swiglu(float *h, const float *g, size_t n);
 /* x86/avx512_float.c: the float matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
 void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);

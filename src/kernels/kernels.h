@@ -190,16 +190,25 @@ void kern_attention_ref(float *out, const float *q, const float *k_cache, const 
 double kern_fma_peak(double seconds);
 double kern_read_bandwidth(const float *buf, size_t n);
 
-/* h[i] = silu(g[i]) * h[i], for i < n. */
+/* h[i] = silu(g[i]) * h[i] = h[i] * (g[i] * (1 / (1 + kern_exp(-g[i])))), for i < n. */
 void kern_swiglu(float *h, const float *g, size_t n);
+void kern_swiglu_ref(float *h, const float *g, size_t n);
+/* e^x as etch computes it wherever a kernel needs it (softmax, SwiGLU), the same bits in every
+ * variant: Cephes' expf polynomial on fused multiply-adds, within 2 ulp of e^x; 0 below -86, +inf
+ * above 88.7, NaN for NaN. (glibc's expf is not reproducible in vector registers.) */
+float kern_exp(float x);
 /* h[i] = gelu_tanh(g[i]) * h[i], for i < n: GELU with the tanh approximation (Gemma's GeGLU),
  * 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
 void kern_geglu(float *h, const float *g, size_t n);
 /* x[i] = cap * tanh(x[i] / cap), for i < n (Gemma's final logit soft-capping). */
 void kern_softcap(float *x, size_t n, float cap);
 
-/* x[i] = exp(x[i] - max) / sum, in place. */
+/* x[i] = kern_exp(x[i] - max) / sum, in place. The sum is KERN_SUM_LANES partial sums (element i
+ * into sum i % KERN_SUM_LANES, in order), then halved pairwise (sum j + sum j+8, then j+4, ...): the
+ * order of a vector's lanes, the same in every variant. */
+#define KERN_SUM_LANES 16
 void kern_softmax(float *x, int n);
+void kern_softmax_ref(float *x, int n);
 
 /* The index of the largest value (the first one on ties). */
 int kern_argmax(const float *x, int n);

@@ -1,6 +1,7 @@
 /* kernels/ops: the element-wise and row-wise operations of a decoder layer (norms, RoPE, softmax,
- * gated activations, soft-capping, argmax). Plain C: each costs a small part of a forward call. */
-#include "kernels.h"
+ * gated activations, soft-capping, argmax). Plain C: each costs a small part of a forward call;
+ * softmax and SwiGLU, whose exponentials cost more, are also in x86/avx2_ops.c (these are the twins). */
+#include "kern_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -53,22 +54,49 @@ void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const 
     }
 }
 
-void kern_softmax(float *x, int n) {
-    float mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - mx);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++) x[i] /= sum;
+/* The clamps of kern_exp: below EXP_LO the result is 0 (exp(-86) is 4.5e-38, so 2^n stays normal),
+ * above EXP_HI it is +inf. */
+#define EXP_LO (-86.0f)
+#define EXP_HI 88.7f
+
+float kern_exp(float x) {
+    if (x != x) return x;
+    if (x < EXP_LO) return 0.0f;
+    if (x > EXP_HI) return INFINITY;
+    /* x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, Cody and Waite), exp(r) by Cephes' expf
+     * polynomial, then times 2^(n-1) and 2 (n may be 128). */
+    float n = rintf(x * 1.44269504088896341f);
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float y = fmaf(p, r * r, r) + 1.0f, scale;
+    int32_t bits = ((int32_t)n + 126) * (1 << 23);
+    memcpy(&scale, &bits, sizeof scale);
+    return y * scale * 2.0f;
 }
 
+void kern_softmax_ref(float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float part[KERN_SUM_LANES] = {0};
+    for (int i = 0; i < n; i++) {
+        x[i] = kern_exp(x[i] - mx);
+        part[i % KERN_SUM_LANES] += x[i];
+    }
+    for (int w = KERN_SUM_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) part[j] += part[j + w];
+    for (int i = 0; i < n; i++) x[i] /= part[0];
+}
 
-void kern_swiglu(float *h, const float *g, size_t n) {
+void kern_swiglu_ref(float *h, const float *g, size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = g[i];
-        h[i] *= v * (1.0f / (1.0f + expf(-v)));
+        h[i] *= v * (1.0f / (1.0f + kern_exp(-v)));
     }
 }
 

@@ -161,9 +161,9 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
 }
 
 static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
-                                 int k, int ob, int oe) {
+                                 int k, int ob, int oe, const int32_t *goff) {
     int n_groups = kern_q_groups(k, km->group);
-    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16};
+    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16, goff};
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
     if (n == 1)
@@ -229,14 +229,26 @@ static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy
 }
 
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                          int k, int ob, int oe) {
-    if (w->type == KERN_I8) matmul_i(KERN_I8, block, y, ldy, x, w, n, k, ob, oe);
-    else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe);
+                          int k, int ob, int oe, const int32_t *goff) {
+    if (w->type == KERN_I8) matmul_i(KERN_I8, block, y, ldy, x, w, n, k, ob, oe, goff);
+    else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe, goff);
+}
+
+void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
+    int n_groups = kern_q_groups(k, w->group), half = k / 2;
+    uint32_t unit = w->type == KERN_I8 ? 128 : 8;
+    for (int r = 0; r < n; r++) {
+        const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);
+        for (int g = 0; g < n_groups; g++) {
+            int b = g * w->group / 2, e = group_end_at(g, w->group, k) / 2;
+            goff[(size_t)r * n_groups + g] = (int32_t)(unit * (uint32_t)(ps[e] - ps[b]));
+        }
+    }
 }
 
 void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe);
+    kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe, NULL);
 }
 
 /* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from

@@ -11,6 +11,8 @@ typedef struct imat {
     const void *sc;
     const float *wsum;
     int k, half, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+    const int32_t *goff; /* NULL, or [n rows, n_groups]: the weights' offset off each row's group sums
+                          * (unit times the input's sum over the group), computed once per call */
 } imat;
 
 /* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
@@ -106,8 +108,12 @@ static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int 
 typedef void (*kern_int_block_fn)(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk,
                                   int sb, int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
                                   int32_t *carry, int cont);
-/* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 tiles. */
+/* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 tiles; goff NULL, or the
+ * table of imat's goff for the n rows (kern_group_offsets). */
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                          int k, int ob, int oe);
+                          int k, int ob, int oe, const int32_t *goff);
+/* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit 8 for I4 and
+ * 128 for I8 (the offsets of unsigned weights), for the n rows of x and w's groups. */
+void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k);
 
 #endif

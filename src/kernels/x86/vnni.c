@@ -3,6 +3,8 @@
  * file again with VNNI_ZMM, where only the inner dot loop differs (v_dots on zmm registers). */
 #include "avx2_int.h"
 
+#include <stdlib.h>
+
 /* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
  * four int8 inputs summed into int32 by one instruction, no int16 stage. A block's pair steps are
  * regrouped two by two into quad steps of 64 bytes (rows 0..7's quads, then rows 8..15's), each
@@ -20,6 +22,8 @@ static INLINE __m256i v_pair(int type, const uint8_t *wp, int st) {
 /* Pair steps b .. e-1 of panel wp as quad steps at dst (64 bytes each). */
 static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *dst) {
     for (int st = b; st < e; st += 2, dst += 64) {
+        /* the panel's next block is read after this one's tiles: ask for it early (2 KiB ahead) */
+        _mm_prefetch((const char *)wp + (size_t)st * (type == KERN_I4 ? 16 : 32) + 2048, _MM_HINT_T0);
         __m256i a = v_pair(type, wp, st), c = st + 1 < e ? v_pair(type, wp, st + 1) : _mm256_setzero_si256();
         __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c); /* rows 0-3|8-11, 4-7|12-15 */
         _mm256_store_si256((__m256i *)dst, _mm256_permute2x128_si256(lo, hi, 0x20));
@@ -112,6 +116,72 @@ static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
 
+#ifdef VNNI_ZMM
+/* As v_tile_groups with every step on zmm registers, R rows (1..Z_ROWS): a row's 16 int32 sums and
+ * its 16 float sums are one register each, so a tile of eight rows holds 16 accumulators and one quad
+ * of weights serves eight vpdpbusd, each input quad a broadcast from memory. A row's int32 sums start
+ * at minus its offset (m->goff) rather than subtracting it after: int32 sums in any order are the
+ * same. The group's scales are loaded once for the tile, a partial panel is read and written through
+ * a mask, and zp says whether any row has a zero point (static activations). The float operations
+ * are v_tile_groups' in the same order: the same results. */
+#define Z_ROWS 8
+/* acc + the products of w's bytes with the four bytes at q broadcast (vpdpbusd with an embedded
+ * broadcast). In assembly because GCC 12 copies the intrinsic's accumulator out and back around
+ * every instruction (two register moves per vpdpbusd, a third of the loop's instructions). */
+static INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *q) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)q));
+    return acc;
+}
+static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
+                                 const imat *m, int panel, int g0, int g1, int R, int cols, int zp) {
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
+    size_t half = (size_t)m->half, ng = (size_t)m->n_groups;
+    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+    __m512 a[Z_ROWS];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+        a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
+    for (int g = g0; g < g1; g++) {
+        int e = group_end_at(g, m->group, m->k) / 2, st = g * m->group / 2;
+        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
+        __m512i d[Z_ROWS];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = _mm512_set1_epi32(-goff[(size_t)r * ng + (size_t)g]);
+        __m512i d2[Z_ROWS];
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d2[r] = _mm512_setzero_si512();
+        for (; st + 4 <= e; st += 4, wq += 128) {
+            __m512i w = _mm512_loadu_si512(wq), w2 = _mm512_loadu_si512(wq + 64);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                d[r] = dpbusd_bcast(d[r], w, xb + (size_t)r * half + (size_t)st);
+                d2[r] = dpbusd_bcast(d2[r], w2, xb + (size_t)r * half + (size_t)st + 2);
+            }
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = _mm512_add_epi32(d[r], d2[r]);
+        for (; st + 2 <= e; st += 2, wq += 64) {
+            __m512i w = _mm512_loadu_si512(wq);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = dpbusd_bcast(d[r], w, xb + (size_t)r * half + (size_t)st);
+        }
+        if (st < e) { /* a half quad: the pair in the low half of each row's quad, zero weights in the high */
+            __m512i w = _mm512_loadu_si512(wq);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
+        }
+        size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+        __m512 s = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)m->sc + si)))
+                           : _mm512_loadu_ps((const float *)m->sc + si);
+        if (zp) {
+            __m512i ws = _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si));
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
+        }
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+        if (g1 == m->n_groups) a[r] = _mm512_mul_ps(a[r], _mm512_set1_ps(x->scale[r0 + r]));
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);
+    }
+}
+#endif
+
 /* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
  * quads in blk (at most I_BLOCK / 2 quads of 64 bytes, plus one half quad per odd group: it fits the
  * int16 block's 16 KiB), then rows r0 .. r0+rows-1: three at a time over whole groups, six over a
@@ -126,6 +196,27 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
     }
     int r = r0, end = r0 + rows;
     if (m->group / 2 <= I_BLOCK) { /* whole groups: float sums in registers, three rows at a time */
+#ifdef VNNI_ZMM
+        if (m->goff) {
+#define Z_GROUPS(R, ZP) z_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols, ZP)
+        int zp = 0;
+        for (int i = r0; i < end; i++) zp |= x->zero[i];
+        for (; r + Z_ROWS <= end; r += Z_ROWS)
+            if (zp) Z_GROUPS(Z_ROWS, 1);
+            else Z_GROUPS(Z_ROWS, 0);
+        switch (end - r) { /* the tail, with the row count known to the compiler */
+        case 7: Z_GROUPS(7, zp); break;
+        case 6: Z_GROUPS(6, zp); break;
+        case 5: Z_GROUPS(5, zp); break;
+        case 4: Z_GROUPS(4, zp); break;
+        case 3: Z_GROUPS(3, zp); break;
+        case 2: Z_GROUPS(2, zp); break;
+        case 1: Z_GROUPS(1, zp); break;
+        }
+#undef Z_GROUPS
+            return;
+        }
+#endif
 #define V_GROUPS(R) v_tile_groups(type, y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols)
         for (; r + 3 <= end; r += 3) V_GROUPS(3);
         if (end - r == 2) V_GROUPS(2);
@@ -146,10 +237,18 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
 }
 
 
-#ifndef VNNI_ENTRY
-#define VNNI_ENTRY kern_vnni_matmul_i
-#endif
-void VNNI_ENTRY(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+#ifdef VNNI_ZMM
+void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe); /* decode keeps the AVX2 GEMV */
+    int32_t *goff = NULL;
+    if (n > 1 && (goff = malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff))) kern_group_offsets(goff, x, w, n, k);
+    /* without the table (no memory), the ymm tiles; decode keeps the AVX2 GEMV */
+    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe, goff);
+    free(goff);
 }
+#else
+void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe, NULL); /* decode keeps the AVX2 GEMV */
+}
+#endif
