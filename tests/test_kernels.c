@@ -474,6 +474,7 @@ int main(void) {
         const char *narrow = kern_limit(KERN_NO_AVX512);
         test_matmul(narrow, 1);
         if (strstr(narrow, "vnni")) test_matmul_int(narrow, 1);
+        test_attention(); /* the 256-bit attention */
     }
     kern_limit(KERN_PORTABLE);
     test_matmul("portable", 0);

@@ -100,6 +100,9 @@ void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w
 void kern_avx512_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_bf16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 double kern_avx512_fma_peak(double seconds);
+/* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
+void kern_avx512_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+                           const kern_att_shape *a, float *scores, int g_begin, int g_end);
 /* x86/avx2_peak.c: the machine's FMA peak and read bandwidth with 256-bit vectors. */
 double kern_avx2_fma_peak(double seconds);
 double kern_avx2_read_bandwidth(const float *buf, size_t n);

@@ -1,14 +1,36 @@
 /* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
- * four queries that share a KV head read each K and V row once. Equal to kern_attention_ref bit for
- * bit (the same sums in the same order). */
+ * four queries that share a KV head read each K and V row once. avx512_attention.c compiles this file
+ * again with ATT_ZMM: the same loops on 16 lanes. Each variant sums a score over its lanes and then
+ * across them, so it agrees with kern_attention_ref to rounding; within a variant, a query's result
+ * depends only on its own keys (batched and one-token prefill agree exactly). */
 #include "avx2.h"
 
+#ifdef ATT_ZMM
+#define LANES 16
+typedef __m512 vec;
+#define v_zero _mm512_setzero_ps
+#define v_load _mm512_loadu_ps
+#define v_store _mm512_storeu_ps
+#define v_fma _mm512_fmadd_ps
+#define v_bcast(p) _mm512_set1_ps(*(p))
+#define hsum _mm512_reduce_add_ps
+#define ATT_ENTRY kern_avx512_attention
+#else
+#define LANES 8
+typedef __m256 vec;
+#define v_zero _mm256_setzero_ps
+#define v_load _mm256_loadu_ps
+#define v_store _mm256_storeu_ps
+#define v_fma _mm256_fmadd_ps
+#define v_bcast _mm256_broadcast_ss
+#define ATT_ENTRY kern_avx2_attention
 static INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
+#endif
 
 /* A run of keys at consecutive cache rows: positions first .. first+count-1, scores at sc[off ..]. */
 typedef struct att_run {
@@ -33,15 +55,15 @@ static INLINE void att_block(int R, const float *const *q, float *const *out, co
         float *s0 = sc + runs[g].off;
         int t = 0, count = runs[g].count;
         for (; t + KS <= count; t += KS) {
-            __m256 a[8];
-            _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = _mm256_setzero_ps();
+            vec a[8];
+            _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = v_zero();
             const float *k0 = kr + (size_t)t * stride;
-            for (int i = 0; i < hd; i += 8) {
-                __m256 kv[8];
-                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = _mm256_loadu_ps(k0 + (size_t)c * stride + i);
+            for (int i = 0; i < hd; i += LANES) {
+                vec kv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = v_load(k0 + (size_t)c * stride + i);
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    __m256 qv = _mm256_loadu_ps(q[r] + i);
-                    _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = _mm256_fmadd_ps(qv, kv[c], a[r * KS + c]);
+                    vec qv = v_load(q[r] + i);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = v_fma(qv, kv[c], a[r * KS + c]);
                 }
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
@@ -49,8 +71,8 @@ static INLINE void att_block(int R, const float *const *q, float *const *out, co
         }
         for (; t < count; t++) /* the keys left over, one at a time: the same sums */
             for (int r = 0; r < R; r++) {
-                __m256 a = _mm256_setzero_ps();
-                for (int i = 0; i < hd; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + i), _mm256_loadu_ps(kr + (size_t)t * stride + i), a);
+                vec a = v_zero();
+                for (int i = 0; i < hd; i += LANES) a = v_fma(v_load(q[r] + i), v_load(kr + (size_t)t * stride + i), a);
                 s0[r * sc_stride + t] = hsum(a) / div;
             }
     }
@@ -61,31 +83,31 @@ static INLINE void att_block(int R, const float *const *q, float *const *out, co
         for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
     }
     int i = 0;
-    for (; i + 8 * VL <= hd; i += 8 * VL) {
-        __m256 a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = _mm256_setzero_ps();
+    for (; i + LANES * VL <= hd; i += LANES * VL) {
+        vec a[8];
+        _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = v_zero();
         for (int g = 0; g < n_runs; g++)
             for (int u = 0; u < runs[g].count; u++) {
                 const float *v = vbase + (runs[g].row + (size_t)u) * stride + i;
                 const float *su = sc + runs[g].off + u;
-                __m256 vv[8];
-                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = _mm256_loadu_ps(v + 8 * c);
+                vec vv[8];
+                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = v_load(v + LANES * c);
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    __m256 w = _mm256_broadcast_ss(su + r * sc_stride);
-                    _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = _mm256_fmadd_ps(w, vv[c], a[r * VL + c]);
+                    vec w = v_bcast(su + r * sc_stride);
+                    _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = v_fma(w, vv[c], a[r * VL + c]);
                 }
             }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) _mm256_storeu_ps(out[r] + i + 8 * c, a[r * VL + c]);
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) v_store(out[r] + i + LANES * c, a[r * VL + c]);
     }
-    for (; i < hd; i += 8) /* lanes left over (small heads): the same sums, fewer chains */
+    for (; i < hd; i += LANES) /* lanes left over (small heads): the same sums, fewer chains */
         for (int r = 0; r < R; r++) {
-            __m256 a = _mm256_setzero_ps();
+            vec a = v_zero();
             for (int g = 0; g < n_runs; g++)
                 for (int u = 0; u < runs[g].count; u++)
-                    a = _mm256_fmadd_ps(_mm256_broadcast_ss(sc + r * sc_stride + runs[g].off + u),
-                                        _mm256_loadu_ps(vbase + (runs[g].row + (size_t)u) * stride + i), a);
-            _mm256_storeu_ps(out[r] + i, a);
+                    a = v_fma(v_bcast(sc + r * sc_stride + runs[g].off + u),
+                                        v_load(vbase + (runs[g].row + (size_t)u) * stride + i), a);
+            v_store(out[r] + i, a);
         }
 }
 
@@ -132,8 +154,8 @@ static void attention(float *out, const float *q, const float *k_cache, const fl
     }
 }
 
-void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                         const kern_att_shape *a, float *scores, int g_begin, int g_end) {
-    if (a->head_dim % 8) kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
+void ATT_ENTRY(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
+               const kern_att_shape *a, float *scores, int g_begin, int g_end) {
+    if (a->head_dim % LANES) kern_attention_ref(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
     else attention(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
 }
