@@ -93,11 +93,12 @@ static int cpu_has_avx512f(void) {
     return (lo & 0xE6) == 0xE6;
 }
 
-/* AVX512-VNNI (the EVEX vpdpbusd on zmm registers): CPUID leaf 7 ECX bit 11. */
+/* AVX512-VNNI (the EVEX vpdpbusd on zmm registers), CPUID leaf 7 ECX bit 11, with AVX512-BW (byte
+ * shuffles of the decode GEMV), EBX bit 30: every CPU with the first has the second. */
 static int cpu_has_avx512_vnni(void) {
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    return (c >> 11) & 1;
+    return (c >> 11) & 1 && (b >> 30) & 1;
 }
 
 /* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */

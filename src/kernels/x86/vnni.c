@@ -238,12 +238,108 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
 
 
 #ifdef VNNI_ZMM
+/* ---- Decode (one row) by vpdpbusd on zmm: a quad step's 64 weight bytes formed in registers from
+ * the two pair steps it spans (vpermq puts the bytes a 128-bit lane needs into it, vpshufb orders
+ * them: row r's quad is its pair of step st, then of st + 1), no repacking through memory. The
+ * lanes of the int32 sums are the panel's rows in order; the offsets, the int32 sums and the float
+ * operations are the twin's. */
+
+/* acc + w's bytes times x's, each 32-bit lane a dot of four (vpdpbusd; assembly, as dpbusd_bcast). */
+static INLINE __m512i dpbusd_reg(__m512i acc, __m512i w, __m512i x) {
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
+    return acc;
+}
+
+/* The quad step of pair steps st and st + 1 of panel wp as unsigned bytes (I8: value + 128; I4: the
+ * stored nibble); half: st alone (its pair's inputs are the quad's low half, the high half's zero). */
+static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
+    const __m512i order = _mm512_set4_epi32(0x0F0E0706, 0x0D0C0504, 0x0B0A0302, 0x09080100); /* r's pair, then r's next */
+    if (type == KERN_I4) { /* qwords: s0 rows 0-3, s0 rows 4-7, s1 rows 0-3, s1 rows 4-7 (nibbles: rows 8-15 high) */
+        const uint8_t *p = wp + (size_t)st * 16;
+        __m512i src = half ? _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)p))
+                           : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p));
+        __m512i v = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(_mm512_set_epi64(3, 1, 2, 0, 3, 1, 2, 0), src), order);
+        return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)), _mm512_set1_epi8(0x0F));
+    }
+    const uint8_t *p = wp + (size_t)st * 32; /* qwords 0-3: s0 (rows 0-3, 4-7, 8-11, 12-15), 4-7: s1 */
+    __m512i src = half ? _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)p)) : _mm512_loadu_si512(p);
+    __m512i v = _mm512_shuffle_epi8(_mm512_permutexvar_epi64(_mm512_set_epi64(7, 3, 6, 2, 5, 1, 4, 0), src), order);
+    return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+}
+
+/* y[o] for the P panels (1..4) from panel p0 on: P streams of weights at a time, as i_gemv4, two
+ * int32 chains per panel; the last panel's cols outputs through a mask. */
+static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
+    const uint16_t *xb = x->bytes;
+    const int32_t *ps = x->psum;
+    uint32_t unit = type == KERN_I8 ? 128 : 8;
+    size_t bytes = type == KERN_I8 ? 32 : 16;
+    const uint8_t *wp[4];
+    __m512 acc[4];
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) wp[p] = m->w + (size_t)(p0 + p) * m->half * bytes, acc[p] = _mm512_setzero_ps();
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2, st = b;
+        __m512i d[4], d2[4];
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+            d[p] = _mm512_set1_epi32(-(int32_t)(unit * (uint32_t)(ps[e] - ps[b]))), d2[p] = _mm512_setzero_si512();
+        for (; st + 4 <= e; st += 4) {
+            int32_t q0, q1;
+            memcpy(&q0, xb + st, sizeof q0);
+            memcpy(&q1, xb + st + 2, sizeof q1);
+            __m512i x0 = _mm512_set1_epi32(q0), x1 = _mm512_set1_epi32(q1);
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+                _mm_prefetch((const char *)wp[p] + (size_t)st * bytes + 1024, _MM_HINT_T0);
+                d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 0), x0);
+                d2[p] = dpbusd_reg(d2[p], z_quad(type, wp[p], st + 2, 0), x1);
+            }
+        }
+        if (st + 2 <= e) {
+            int32_t q0;
+            memcpy(&q0, xb + st, sizeof q0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 0), _mm512_set1_epi32(q0));
+            st += 2;
+        }
+        if (st < e) /* a half quad: the pair's inputs in the low half, zero in the high */
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
+                d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 1), _mm512_set1_epi32(xb[st]));
+        _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+            size_t si = ((size_t)(p0 + p) * m->n_groups + (size_t)g) * KERN_PANEL;
+            __m512 sc = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)m->sc + si)))
+                                : _mm512_loadu_ps((const float *)m->sc + si);
+            __m512i t = _mm512_add_epi32(d[p], d2[p]);
+            if (x->zero[0]) t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
+            acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[p]);
+        }
+    }
+    __m512 xs = _mm512_set1_ps(x->scale[0]);
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
+        __mmask16 cm = p < P - 1 || cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+        _mm512_mask_storeu_ps(y + (size_t)p * KERN_PANEL, cm, _mm512_mul_ps(acc[p], xs));
+    }
+}
+
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    int32_t *goff = NULL;
-    if (n > 1 && (goff = malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff))) kern_group_offsets(goff, x, w, n, k);
-    /* without the table (no memory), the ymm tiles; decode keeps the AVX2 GEMV */
-    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe, goff);
+    if (n == 1) {
+        int n_groups = kern_q_groups(k, w->group);
+        imat m = {w->w, w->scales, w->wsum, k, k / 2, n_groups, w->group, w->scale_type == KERN_F16, NULL};
+        for (int p0 = ob; p0 < oe; p0 += 4 * KERN_PANEL) {
+            int rest = oe - p0, P = (rest + KERN_PANEL - 1) / KERN_PANEL, cols = rest - (P - 1) * KERN_PANEL;
+            if (P > 4) P = 4, cols = KERN_PANEL;
+#define Z_GEMV(P) (w->type == KERN_I8 ? z_gemv(KERN_I8, y + p0, x, &m, p0 / KERN_PANEL, P, cols) : z_gemv(KERN_I4, y + p0, x, &m, p0 / KERN_PANEL, P, cols))
+            switch (P) {
+            case 4: Z_GEMV(4); break;
+            case 3: Z_GEMV(3); break;
+            case 2: Z_GEMV(2); break;
+            default: Z_GEMV(1); break;
+            }
+#undef Z_GEMV
+        }
+        return;
+    }
+    int32_t *goff = malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff);
+    if (goff) kern_group_offsets(goff, x, w, n, k);
+    kern_avx2_int_matmul(v_block, y, ldy, x, w, n, k, ob, oe, goff); /* without the table (no memory): the ymm tiles */
     free(goff);
 }
 #else
