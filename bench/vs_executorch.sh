@@ -55,8 +55,9 @@ for round in $(seq 1 "$ROUNDS"); do
       echo "round $round/$ROUNDS: $s, $n prompt tokens" >&2
       "$ETCH" bench "${PROG[$s]}" -p "$n" -n "$NGEN" -t "$THREADS" -r "$REPS" --no-sequential --no-roofline --json \
         | sed "s/^{/{\"impl\": \"etch\", \"scheme\": \"$s\", /" >>"$RUNS"
-      "$VENV/bin/python" "$ROOT/bench/executorch_run.py" "${PTE[$s]}" "$HF/tokenizer.json" "$n" "$NGEN" "$REPS" \
-        | sed "s/^{/{\"scheme\": \"$s\", /" >>"$RUNS"
+      # the runner prints its own progress and PyTorchObserver lines on stdout too: keep the JSON
+      "$VENV/bin/python" "$ROOT/bench/executorch_run.py" "${PTE[$s]}" "$HF/tokenizer.json" "$n" "$NGEN" "$REPS" 2>/dev/null \
+        | grep '^{"impl"' | sed "s/^{/{\"scheme\": \"$s\", /" >>"$RUNS"
     done
   done
 done
