@@ -134,11 +134,12 @@ static INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *q) {
 }
 static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
                                  const imat *m, int panel, int g0, int g1, int R, int cols, int zp) {
-    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
+    const uint16_t *xb = x->bytes + (size_t)r0 * m->half, *xr[Z_ROWS]; /* each row's input bytes */
     const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
     size_t half = (size_t)m->half, ng = (size_t)m->n_groups;
     __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
     __m512 a[Z_ROWS];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) xr[r] = xb + (size_t)r * half;
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
     for (int g = g0; g < g1; g++) {
@@ -151,14 +152,14 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
         for (; st + 4 <= e; st += 4, wq += 128) {
             __m512i w = _mm512_loadu_si512(wq), w2 = _mm512_loadu_si512(wq + 64);
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                d[r] = dpbusd_bcast(d[r], w, xb + (size_t)r * half + (size_t)st);
-                d2[r] = dpbusd_bcast(d2[r], w2, xb + (size_t)r * half + (size_t)st + 2);
+                d[r] = dpbusd_bcast(d[r], w, xr[r] + st);
+                d2[r] = dpbusd_bcast(d2[r], w2, xr[r] + st + 2);
             }
         }
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = _mm512_add_epi32(d[r], d2[r]);
         for (; st + 2 <= e; st += 2, wq += 64) {
             __m512i w = _mm512_loadu_si512(wq);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = dpbusd_bcast(d[r], w, xb + (size_t)r * half + (size_t)st);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = dpbusd_bcast(d[r], w, xr[r] + st);
         }
         if (st < e) { /* a half quad: the pair in the low half of each row's quad, zero weights in the high */
             __m512i w = _mm512_loadu_si512(wq);
