@@ -48,7 +48,7 @@ static const kern_variant avx2_vnni = {
 
 static const kern_variant avx512 = {
     "avx512",
-    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
     kern_avx2_matmul_i,
     kern_avx2_quantize_x,
     kern_avx512_attention,
@@ -60,7 +60,7 @@ static const kern_variant avx512 = {
 
 static const kern_variant avx512_vnni = {
     "avx512+vnni",
-    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
+    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
     kern_avx512_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx512_attention,

@@ -95,10 +95,12 @@ void kern_avx2_attention(float *out, const float *q, const float *k_cache, const
 /* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time. */
 void kern_avx2_softmax(float *x, int n);
 void kern_avx2_swiglu(float *h, const float *g, size_t n);
-/* x86/avx512_float.c: the float matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
+/* x86/avx512_float.c: the float and weight-only Q8/Q4 matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
 void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_bf16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 double kern_avx512_fma_peak(double seconds);
 /* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
 void kern_avx512_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,

@@ -58,4 +58,22 @@ static INLINE void scales16(const void *sc, int sc16, int n_groups, int panel, i
 /* Rows of a long group's sums kept at a time (the Q8/Q4 and integer tiles). */
 #define Q_ROWS 48
 
+/* A weight-only quantized matrix (Q8 or Q4) around its panels (avx2_float.c). */
+typedef struct qmat {
+    const uint8_t *q;
+    const void *sc;
+    int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+    size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
+} qmat;
+
+/* The rows of a chunk x one panel over whole groups g0 .. g1-1, widened to f32 in blk from step kb
+ * (16 floats per step: rows 0..7 as avx2_float.c's q_step widens them, then rows 8..15); xsum: Q4's
+ * sums of x per row and group ([rows][n_groups]) or NULL. A variant's own tiles for weight-only
+ * prefill (avx512_float.c); NULL: the AVX2 ones. */
+typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
+                                const qmat *m, int panel, int g0, int g1, int rows, int cols, const float *xsum);
+/* Weight-only Q8/Q4 matmul (avx2_float.c) with the tiles of blocks of whole groups given. */
+void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *m, int n,
+                        int k, int ob, int oe);
+
 #endif

@@ -115,14 +115,6 @@ static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs) {
     *hi = q4_fix(_mm256_mul_ps(*hi, _mm256_set1_ps(0.0625f)), xs);
 }
 
-/* A quantized matrix's layout around its panels. */
-typedef struct qmat {
-    const uint8_t *q;
-    const void *sc;
-    int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
-    size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
-} qmat;
-
 static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0, __m256 *w1) {
     const uint8_t *q = m->q + ((size_t)panel * m->k + kk) * m->step_bytes;
     if (type == KERN_Q8) q8_step((const int8_t *)q, w0, w1);
@@ -217,8 +209,8 @@ static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int l
 /* Q4's per-row, per-group sums of x for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
 #define Q_XSUM 8192
 
-static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const kern_mat *km, int n, int k,
-                                 int ob, int oe) {
+static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *km, int n,
+                            int k, int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
     qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8};
     int p_begin = ob;
@@ -248,6 +240,10 @@ static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const k
                     int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
                     int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
                     widen_steps(type, &m, panel, kb, len, blk);
+                    if (tiles) {
+                        tiles(type, yc + p0, ldy, xc, k, blk, kb, &m, panel, g0, g1, cn, cols, n_groups <= Q_XSUM ? xsum : NULL);
+                        continue;
+                    }
                     int r = 0;
 #define Q_TILE(R) tile_groups(type, yc + (size_t)r * ldy + p0, ldy, xc + (size_t)r * k, k, blk, kb, &m, panel, g0, g1, R, cols, \
                               n_groups <= Q_XSUM ? xsum + (size_t)r * n_groups : NULL)
@@ -289,12 +285,17 @@ static INLINE void matmul_q(int type, float *y, int ldy, const float *x, const k
         }
     }
 }
+void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *m, int n,
+                        int k, int ob, int oe) {
+    if (type == KERN_Q8) matmul_q(KERN_Q8, tiles, y, ldy, x, m, n, k, ob, oe);
+    else matmul_q(KERN_Q4, tiles, y, ldy, x, m, n, k, ob, oe);
+}
 void kern_avx2_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q8, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q8, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 void kern_avx2_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q4, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q4, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 

@@ -1,12 +1,10 @@
-/* kernels/x86/avx512_float.c: prefill's matmul with f32 activations and f32, f16 or bf16 weights,
- * AVX-512F: a 16-row panel is one zmm register, and a tile is up to 6 rows x 2 panels (12
- * accumulators). Every output is one FMA chain over k in order, as in the AVX2 kernel and the twin:
- * equal to both bit for bit. Decode (one row) goes to the AVX2 GEMV. */
-#include "../kern_impl.h"
-
-#include <immintrin.h>
-
-#define INLINE __attribute__((always_inline)) inline
+/* kernels/x86/avx512_float.c: prefill's matmul with f32 activations, AVX-512F: a 16-row panel is
+ * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 2 panels (12 accumulators);
+ * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
+ * and Q4: avx2_float.c's blocks of whole groups widened to f32, multiplied here by tiles of up to 8
+ * rows with the same float operations in the same order. Both equal the twin bit for bit. Decode
+ * (one row) goes to the AVX2 GEMVs. */
+#include "avx2.h"
 
 static INLINE __m512 load16_f32(const void *w, size_t i) { return _mm512_loadu_ps((const float *)w + i); }
 static INLINE __m512 load16_f16(const void *w, size_t i) {
@@ -84,6 +82,74 @@ static INLINE __mmask16 cols_mask(int cols) {
 DEFINE_MATMUL(f32)
 DEFINE_MATMUL(f16)
 DEFINE_MATMUL(bf16)
+
+/* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 0..7 summed x
+ * times whole bytes, less rows 8..15's sums (16 times their nibble), which are scaled back by 1/16;
+ * then each less 8 times the group's sum of x. */
+static INLINE __m512 q4_fix16(__m512 p, float xs) {
+    __m512 swapped = _mm512_shuffle_f32x4(p, p, _MM_SHUFFLE(1, 0, 3, 2)); /* rows 8..15's sums under rows 0..7's */
+    __m512 t = _mm512_mask_mul_ps(_mm512_sub_ps(p, swapped), (__mmask16)0xFF00, p, _mm512_set1_ps(0.0625f));
+    return _mm512_fmadd_ps(_mm512_set1_ps(-8.0f), _mm512_set1_ps(xs), t);
+}
+
+/* R rows (1..8) x one panel over whole groups g0 .. g1-1 widened in blk: a row's group sums and its
+ * output sums one register each (16 accumulators at eight rows), one weight load per step for all. */
+static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
+                           const qmat *m, int panel, int g0, int g1, int R, __mmask16 cm, const float *xsum) {
+    __m512 a[8], p[8];
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
+    for (int g = g0; g < g1; g++) {
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            __m512 w = _mm512_loadu_ps(blk + (size_t)(kk - kb) * KERN_PANEL); /* blk is 32-byte aligned */
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)r * ldx + kk]), w, p[r]);
+        }
+        if (type == KERN_Q4)
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
+                float xs = 0.0f; /* the group's sum of x in order, as avx2_float.c's q4_xsum */
+                if (xsum) xs = xsum[(size_t)r * m->n_groups + g];
+                else
+                    for (int kk = b; kk < e; kk++) xs += x[(size_t)r * ldx + kk];
+                p[r] = q4_fix16(p[r], xs);
+            }
+        size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+        __m512 s = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)m->sc + si)))
+                           : _mm512_loadu_ps((const float *)m->sc + si);
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(p[r], s, a[r]);
+    }
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);
+}
+
+/* kern_q_tiles_fn: every row of the chunk, eight at a time. */
+static void zq_tiles(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb, const qmat *m,
+                     int panel, int g0, int g1, int rows, int cols, const float *xsum) {
+    __mmask16 cm = cols_mask(cols);
+    int r = 0;
+#define ZQ(R) zq_tile(type, y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, blk, kb, m, panel, g0, g1, R, cm, \
+                      xsum ? xsum + (size_t)r * m->n_groups : NULL)
+    for (; r + 8 <= rows; r += 8) ZQ(8);
+    switch (rows - r) { /* the tail, with the row count known to the compiler */
+    case 7: ZQ(7); break;
+    case 6: ZQ(6); break;
+    case 5: ZQ(5); break;
+    case 4: ZQ(4); break;
+    case 3: ZQ(3); break;
+    case 2: ZQ(2); break;
+    case 1: ZQ(1); break;
+    }
+#undef ZQ
+}
+
+void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    if (n == 1) kern_avx2_matmul_q8(y, ldy, x, m, n, d, k, ob, oe);
+    else kern_avx2_matmul_q(KERN_Q8, zq_tiles, y, ldy, x, m, n, k, ob, oe);
+}
+
+void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    if (n == 1) kern_avx2_matmul_q4(y, ldy, x, m, n, d, k, ob, oe);
+    else kern_avx2_matmul_q(KERN_Q4, zq_tiles, y, ldy, x, m, n, k, ob, oe);
+}
 
 /* The FMA peak with 512-bit vectors: twelve independent chains cover the latency of two units. */
 double kern_avx512_fma_peak(double seconds) {
