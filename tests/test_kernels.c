@@ -293,6 +293,19 @@ static void test_rmsnorm(void) {
     fill(x, 3 * 37);
     fill(w, 37);
     kern_rmsnorm(out, x, w, 3, 37, 1e-5f);
+    /* the variant against its twin bit for bit at lengths around a vector's, in place too */
+    static float xs[1100], ws[1100], o1[1100], o2[2200];
+    fill(xs, 1100);
+    fill(ws, 1100);
+    int bad = 0;
+    for (int d = 1; d <= 1100; d += d < 40 ? 1 : 353) {
+        kern_rmsnorm(o1, xs, ws, 1, d, 1e-6f);
+        kern_rmsnorm_ref(o2, xs, ws, 1, d, 1e-6f);
+        memcpy(o2 + d, xs, (size_t)d * sizeof *xs);
+        kern_rmsnorm(o2 + d, o2 + d, ws, 1, d, 1e-6f);
+        if (memcmp(o1, o2, (size_t)d * sizeof *o1) || memcmp(o1, o2 + d, (size_t)d * sizeof *o1)) bad++;
+    }
+    CHECK(bad == 0, "rmsnorm differs from its twin (or in place) at %d lengths", bad);
     for (int r = 0; r < 3; r++) {
         double ss = 0;
         for (int i = 0; i < 37; i++) ss += (double)x[r * 37 + i] * x[r * 37 + i];

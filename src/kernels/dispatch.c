@@ -14,6 +14,7 @@ static const kern_variant portable = {
     kern_quantize_x_ref,
     kern_attention_ref,
     kern_softmax_ref,
+    kern_rmsnorm_ref,
     kern_swiglu_ref,
     kern_fma_peak_portable,
     kern_read_bandwidth_portable,
@@ -29,6 +30,7 @@ static const kern_variant avx2 = {
     kern_avx2_quantize_x,
     kern_avx2_attention,
     kern_avx2_softmax,
+    kern_avx2_rmsnorm,
     kern_avx2_swiglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
@@ -41,6 +43,7 @@ static const kern_variant avx2_vnni = {
     kern_avx2_quantize_x,
     kern_avx2_attention,
     kern_avx2_softmax,
+    kern_avx2_rmsnorm,
     kern_avx2_swiglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
@@ -53,6 +56,7 @@ static const kern_variant avx512 = {
     kern_avx2_quantize_x,
     kern_avx512_attention,
     kern_avx2_softmax,
+    kern_avx2_rmsnorm,
     kern_avx2_swiglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
@@ -65,6 +69,7 @@ static const kern_variant avx512_vnni = {
     kern_avx2_quantize_x,
     kern_avx512_attention,
     kern_avx2_softmax,
+    kern_avx2_rmsnorm,
     kern_avx2_swiglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
@@ -162,6 +167,10 @@ void kern_attention(float *out, const float *q, const float *k_cache, const floa
 }
 
 void kern_softmax(float *x, int n) { active->softmax(x, n); }
+
+void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps) {
+    active->rmsnorm(out, x, w, n, dim, eps);
+}
 
 void kern_swiglu(float *h, const float *g, size_t n) { active->swiglu(h, g, n); }
 

@@ -37,13 +37,15 @@ static inline int att_first_key(const kern_att_shape *a, int p) {
 }
 
 /* The activation quantizer's row loop (quantize.c), shared by every variant: amax_of finds a row's
- * largest magnitude, values turns xr[0..len) into v with scale 1/inv and the zero point. */
-typedef void (*qx_values_fn)(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+ * largest magnitude; values quantizes xr[0..len) (len even) with scale 1/inv and the zero point and
+ * stores them as kern_qx's pairs (pr), byte pairs (pb) and prefix sums continuing ps[0]. */
+typedef void (*qx_values_fn)(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero,
+                             int32_t lo);
 typedef float (*qx_amax_fn)(const float *xr, int k);
 void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
                           qx_values_fn values);
 /* The plain-C `values`: a variant's tail after its last whole vector. */
-void kern_values_ref(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo);
 
 /* Seconds on the monotonic clock (the roofline probes). */
 double kern_seconds(void);
@@ -64,6 +66,7 @@ typedef struct kern_variant {
     void (*quantize_x)(kern_qx *qx, const float *x, int n, int k, const float *stat);
     kern_attention_fn attention;
     void (*softmax)(float *x, int n);
+    void (*rmsnorm)(float *out, const float *x, const float *w, int n, int dim, float eps);
     void (*swiglu)(float *h, const float *g, size_t n);
     double (*fma_peak)(double seconds);
     double (*read_bandwidth)(const float *buf, size_t n);
@@ -92,8 +95,9 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
                          const kern_att_shape *a, float *scores, int g_begin, int g_end);
-/* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time. */
+/* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time, and rmsnorm. */
 void kern_avx2_softmax(float *x, int n);
+void kern_avx2_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
 void kern_avx2_swiglu(float *h, const float *g, size_t n);
 /* x86/avx512_float.c: the float and weight-only Q8/Q4 matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
 void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);

@@ -148,8 +148,11 @@ void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, in
 void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end);
 
-/* out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w, for r < n. out may equal x. */
+/* out[r, :] = w * (x[r, :] / sqrt(mean(x[r, :]^2) + eps)), for r < n. out may equal x. The sum of
+ * squares is KERN_SUM_LANES fused multiply-add chains (element i into chain i % KERN_SUM_LANES)
+ * joined by kern_sum_lanes, in every variant. */
 void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
+void kern_rmsnorm_ref(float *out, const float *x, const float *w, int n, int dim, float eps);
 
 enum { KERN_ROPE_ADJACENT = 0, KERN_ROPE_HALF = 1 };
 /* inv_freq[i] = base^(-2i/head_dim) for i < head_dim/2 (as llama2.c computes it, so its reference
@@ -207,6 +210,8 @@ void kern_softcap(float *x, size_t n, float cap);
  * into sum i % KERN_SUM_LANES, in order), then halved pairwise (sum j + sum j+8, then j+4, ...): the
  * order of a vector's lanes, the same in every variant. */
 #define KERN_SUM_LANES 16
+/* part[0] + ... + part[15] as a vector's lanes add up: part[j] += part[j + 8], then j + 4, 2, 1. */
+float kern_sum_lanes(float *part);
 void kern_softmax(float *x, int n);
 void kern_softmax_ref(float *x, int n);
 

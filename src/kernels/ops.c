@@ -6,13 +6,19 @@
 #include <math.h>
 #include <string.h>
 
-void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps) {
+float kern_sum_lanes(float *part) {
+    for (int w = KERN_SUM_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) part[j] += part[j + w];
+    return part[0];
+}
+
+void kern_rmsnorm_ref(float *out, const float *x, const float *w, int n, int dim, float eps) {
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * dim;
         float *orow = out + (size_t)r * dim;
-        float ss = 0.0f;
-        for (int i = 0; i < dim; i++) ss += xr[i] * xr[i];
-        ss = 1.0f / sqrtf(ss / (float)dim + eps);
+        float part[KERN_SUM_LANES] = {0};
+        for (int i = 0; i < dim; i++) part[i % KERN_SUM_LANES] = fmaf(xr[i], xr[i], part[i % KERN_SUM_LANES]);
+        float ss = 1.0f / sqrtf(kern_sum_lanes(part) / (float)dim + eps);
         for (int i = 0; i < dim; i++) orow[i] = w[i] * (ss * xr[i]);
     }
 }
@@ -88,9 +94,8 @@ void kern_softmax_ref(float *x, int n) {
         x[i] = kern_exp(x[i] - mx);
         part[i % KERN_SUM_LANES] += x[i];
     }
-    for (int w = KERN_SUM_LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) part[j] += part[j + w];
-    for (int i = 0; i < n; i++) x[i] /= part[0];
+    float sum = kern_sum_lanes(part);
+    for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
 void kern_swiglu_ref(float *h, const float *g, size_t n) {

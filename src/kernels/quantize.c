@@ -50,33 +50,16 @@ static float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo
     return *zero = 0, *lo = -127, amax / 127.0f;
 }
 
-/* Stores len values (v, -128..127; len even) as pairs, byte pairs and prefix sums continuing ps[0]. */
-static void qx_store(int32_t *pr, uint16_t *pb, int32_t *ps, const int32_t *v, int len) {
-    for (int i = 0; i < len; i += 2) {
-        pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v[i] | (uint32_t)(uint16_t)v[i + 1] << 16);
-        pb[i / 2] = (uint16_t)((uint8_t)v[i] | (uint16_t)((uint8_t)v[i + 1]) << 8);
-        ps[i / 2 + 1] = ps[i / 2] + v[i] + v[i + 1];
-    }
-}
-
-#define QX_CHUNK 256 /* values quantized at a time before they are stored (even) */
-
 void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
                           qx_values_fn values) {
-    int32_t v[QX_CHUNK];
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * k;
         int32_t zero, lo;
         float s = qx_params(stat, stat ? 0.0f : amax_of(xr, k), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
         qx->scale[r] = s, qx->zero[r] = zero;
-        int32_t *pr = qx->pairs + (size_t)r * (k / 2), *ps = qx->psum + (size_t)r * (k / 2 + 1);
-        uint16_t *pb = qx->bytes + (size_t)r * (k / 2);
+        int32_t *ps = qx->psum + (size_t)r * (k / 2 + 1);
         ps[0] = 0;
-        for (int c = 0; c < k; c += QX_CHUNK) {
-            int len = k - c < QX_CHUNK ? k - c : QX_CHUNK;
-            values(v, xr + c, len, inv, zero, lo);
-            qx_store(pr + c / 2, pb + c / 2, ps + c / 2, v, len);
-        }
+        values(qx->pairs + (size_t)r * (k / 2), qx->bytes + (size_t)r * (k / 2), ps, xr, k, inv, zero, lo);
     }
 }
 
@@ -86,10 +69,24 @@ static float amax_ref(const float *xr, int k) {
     return amax;
 }
 
-void kern_values_ref(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
-    for (int i = 0; i < len; i++) {
-        float f = roundf(xr[i] * inv) + (float)zero; /* NaN and huge values clamp below */
-        v[i] = f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
+/* One value: rounded half away from zero, shifted by the zero point, clamped (NaN and huge values too). */
+static inline int32_t qx_value(float x, float inv, int32_t zero, int32_t lo) {
+    float f = roundf(x * inv) + (float)zero;
+    return f >= 127.0f ? 127 : f > (float)lo ? (int32_t)f : lo;
+}
+
+/* The running sum stays in a local: read back from ps after the stores to pr and pb (which may alias
+ * it, for all the compiler knows), each step had waited on the last one's store, and when buffers sat
+ * a multiple of 4 KiB apart the loads stalled behind the other stores (4K aliasing): a fifth of a
+ * 128-token prefill in some runs, none in others, by where malloc had put them. */
+void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+    int32_t sum = ps[0];
+    for (int i = 0; i < len; i += 2) {
+        int32_t v0 = qx_value(xr[i], inv, zero, lo), v1 = qx_value(xr[i + 1], inv, zero, lo);
+        pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16);
+        pb[i / 2] = (uint16_t)((uint8_t)v0 | (uint16_t)((uint8_t)v1) << 8);
+        sum += v0 + v1;
+        ps[i / 2 + 1] = sum;
     }
 }
 

@@ -264,23 +264,41 @@ static float amax_avx2(const float *xr, int k) {
     return amax;
 }
 
-static void values_avx2(int32_t *v, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+/* Sixteen values at a time: the scalar quantizer's rounding in registers, then the int16 pairs, the
+ * byte pairs and the prefix sums of pair sums (shifted adds in each lane, then the low lane's total
+ * into the high one) stored straight from them; integer sums, so the same as the scalar ones. */
+static void values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
     __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
     __m256 hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
     __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    int32_t sum = ps[0];
     int i = 0;
-    for (; i + 8 <= len; i += 8) {
-        __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr + i), vi);
-        __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
-        __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
-                                    _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
-        f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
-        f = _mm256_min_ps(_mm256_max_ps(f, vlo), hi); /* max(NaN, lo) is lo */
-        _mm256_storeu_si256((__m256i *)(v + i), _mm256_cvttps_epi32(f));
+    for (; i + 16 <= len; i += 16) {
+        __m256i q[2];
+        for (int h = 0; h < 2; h++) {
+            __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr + i + 8 * h), vi);
+            __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
+            __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
+                                        _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
+            f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
+            f = _mm256_min_ps(_mm256_max_ps(f, vlo), hi); /* max(NaN, lo) is lo */
+            q[h] = _mm256_cvttps_epi32(f);
+        }
+        __m256i v16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8); /* 16 int16 in order */
+        _mm256_storeu_si256((__m256i *)(pr + i / 2), v16);
+        __m256i v8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0xD8);
+        _mm_storeu_si128((__m128i *)(pb + i / 2), _mm256_castsi256_si128(v8));
+        __m256i s = _mm256_madd_epi16(v16, _mm256_set1_epi16(1)); /* the eight pair sums */
+        s = _mm256_add_epi32(s, _mm256_slli_si256(s, 4));
+        s = _mm256_add_epi32(s, _mm256_slli_si256(s, 8));
+        __m256i low_total = _mm256_shuffle_epi32(s, 0xFF);
+        s = _mm256_add_epi32(s, _mm256_permute2x128_si256(low_total, low_total, 0x08));
+        s = _mm256_add_epi32(s, _mm256_set1_epi32(sum));
+        _mm256_storeu_si256((__m256i *)(ps + i / 2 + 1), s);
+        sum = _mm256_extract_epi32(s, 7);
     }
-    kern_values_ref(v + i, xr + i, len - i, inv, zero, lo);
+    kern_values_ref(pr + i / 2, pb + i / 2, ps + i / 2, xr + i, len - i, inv, zero, lo);
 }
-
 
 void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
     kern_quantize_x_rows(qx, x, n, k, stat, amax_avx2, values_avx2);

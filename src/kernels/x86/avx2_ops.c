@@ -1,5 +1,6 @@
-/* kernels/x86/avx2_ops.c: softmax and SwiGLU eight lanes at a time (AVX2 + FMA), with kern_exp's
- * operations in registers: the same bits as the twins in ops.c. */
+/* kernels/x86/avx2_ops.c: softmax, SwiGLU and rmsnorm eight lanes at a time (AVX2 + FMA), with
+ * kern_exp's operations in registers and sums in kern_sum_lanes' order: the same bits as the twins
+ * in ops.c. */
 #include "avx2.h"
 
 #include <math.h>
@@ -51,11 +52,30 @@ void kern_avx2_softmax(float *x, int n) {
         a0 = _mm256_add_ps(a0, _mm256_load_ps(t)), a1 = _mm256_add_ps(a1, _mm256_load_ps(t + 8));
     }
     _mm256_store_ps(t, a0), _mm256_store_ps(t + 8, a1);
-    for (int w = KERN_SUM_LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) t[j] += t[j + w];
-    __m256 sum = _mm256_set1_ps(t[0]);
+    float total = kern_sum_lanes(t);
+    __m256 sum = _mm256_set1_ps(total);
     for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), sum));
-    for (; i < n; i++) x[i] /= t[0];
+    for (; i < n; i++) x[i] /= total;
+}
+
+void kern_avx2_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps) {
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *orow = out + (size_t)r * dim;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        int i = 0;
+        for (; i + 16 <= dim; i += 16) {
+            __m256 v0 = _mm256_loadu_ps(xr + i), v1 = _mm256_loadu_ps(xr + i + 8);
+            a0 = _mm256_fmadd_ps(v0, v0, a0), a1 = _mm256_fmadd_ps(v1, v1, a1);
+        }
+        float t[KERN_SUM_LANES] __attribute__((aligned(32)));
+        _mm256_store_ps(t, a0), _mm256_store_ps(t + 8, a1);
+        for (int j = 0; i + j < dim; j++) t[j] = fmaf(xr[i + j], xr[i + j], t[j]); /* the last 0..15 */
+        __m256 ss = _mm256_set1_ps(1.0f / sqrtf(kern_sum_lanes(t) / (float)dim + eps));
+        for (i = 0; i + 8 <= dim; i += 8)
+            _mm256_storeu_ps(orow + i, _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(ss, _mm256_loadu_ps(xr + i))));
+        for (float s1 = _mm256_cvtss_f32(ss); i < dim; i++) orow[i] = w[i] * (s1 * xr[i]);
+    }
 }
 
 void kern_avx2_swiglu(float *h, const float *g, size_t n) {
