@@ -72,8 +72,12 @@ typedef struct qmat {
  * prefill (avx512_float.c); NULL: the AVX2 ones. */
 typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
                                 const qmat *m, int panel, int g0, int g1, int rows, int cols, const float *xsum);
-/* Weight-only Q8/Q4 matmul (avx2_float.c) with the tiles of blocks of whole groups given. */
-void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *m, int n,
-                        int k, int ob, int oe);
+/* part[r * 16 + j] (plus its value when acc) + the FMA chain over len widened steps of a long group
+ * (one per row for 8w) in blk: x[r * ldx + kk] times blk[kk * 16 + j], for r < rows. NULL: the AVX2 tiles. */
+typedef void (*kern_q_long_fn)(float *part, const float *x, int ldx, int rows, int len, const float *blk, int acc);
+/* Weight-only Q8/Q4 matmul (avx2_float.c) with a variant's tiles for blocks of whole groups and for
+ * long groups. */
+void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
+                        const kern_mat *m, int n, int k, int ob, int oe);
 
 #endif

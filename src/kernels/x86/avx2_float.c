@@ -209,8 +209,8 @@ static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int l
 /* Q4's per-row, per-group sums of x for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
 #define Q_XSUM 8192
 
-static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *km, int n,
-                            int k, int ob, int oe) {
+static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
+                            const kern_mat *km, int n, int k, int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
     qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8};
     int p_begin = ob;
@@ -263,7 +263,8 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, 
                     for (int kb = b; kb < e; kb += Q_BLOCK) {
                         int len = e - kb < Q_BLOCK ? e - kb : Q_BLOCK;
                         widen_steps(type, &m, panel, kb, len, blk);
-                        tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
+                        if (long_tiles) long_tiles(part, xc + (size_t)r0 * k + kb, k, rows, len, blk, kb > b);
+                        else tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
                     }
                     __m256 s0, s1;
                     scales16(m.sc, m.sc16, n_groups, panel, g, &s0, &s1);
@@ -285,17 +286,17 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, 
         }
     }
 }
-void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, float *y, int ldy, const float *x, const kern_mat *m, int n,
-                        int k, int ob, int oe) {
-    if (type == KERN_Q8) matmul_q(KERN_Q8, tiles, y, ldy, x, m, n, k, ob, oe);
-    else matmul_q(KERN_Q4, tiles, y, ldy, x, m, n, k, ob, oe);
+void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
+                        const kern_mat *m, int n, int k, int ob, int oe) {
+    if (type == KERN_Q8) matmul_q(KERN_Q8, tiles, long_tiles, y, ldy, x, m, n, k, ob, oe);
+    else matmul_q(KERN_Q4, tiles, long_tiles, y, ldy, x, m, n, k, ob, oe);
 }
 void kern_avx2_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q8, NULL, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q8, NULL, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 void kern_avx2_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q4, NULL, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q4, NULL, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 

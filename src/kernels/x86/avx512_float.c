@@ -1,8 +1,8 @@
 /* kernels/x86/avx512_float.c: prefill's matmul with f32 activations, AVX-512F: a 16-row panel is
  * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 2 panels (12 accumulators);
  * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
- * and Q4: avx2_float.c's blocks of whole groups widened to f32, multiplied here by tiles of up to 8
- * rows with the same float operations in the same order. Both equal the twin bit for bit. Decode
+ * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 8 rows (whole
+ * groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the same order. Both equal the twin bit for bit. Decode
  * (one row) goes to the AVX2 GEMVs. */
 #include "avx2.h"
 
@@ -141,14 +141,46 @@ static void zq_tiles(int type, float *y, int ldy, const float *x, int ldx, const
 #undef ZQ
 }
 
+/* R rows (1..12) of a long group's block: one accumulator per row, as avx2_float.c's tile_f32 chains. */
+static INLINE void zl_tile(float *part, const float *x, int ldx, int R, int len, const float *blk, int acc) {
+    __m512 a[12];
+    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) a[r] = acc ? _mm512_loadu_ps(part + (size_t)r * KERN_PANEL) : _mm512_setzero_ps();
+    for (int kk = 0; kk < len; kk++) {
+        __m512 w = _mm512_loadu_ps(blk + (size_t)kk * KERN_PANEL);
+        _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)r * ldx + kk]), w, a[r]);
+    }
+    _Pragma("GCC unroll 12") for (int r = 0; r < R; r++) _mm512_storeu_ps(part + (size_t)r * KERN_PANEL, a[r]);
+}
+
+/* kern_q_long_fn: every row, twelve at a time. */
+static void zl_tiles(float *part, const float *x, int ldx, int rows, int len, const float *blk, int acc) {
+    int r = 0;
+#define ZL(R) zl_tile(part + (size_t)r * KERN_PANEL, x + (size_t)r * ldx, ldx, R, len, blk, acc)
+    for (; r + 12 <= rows; r += 12) ZL(12);
+    switch (rows - r) { /* the tail, with the row count known to the compiler */
+    case 11: ZL(11); break;
+    case 10: ZL(10); break;
+    case 9: ZL(9); break;
+    case 8: ZL(8); break;
+    case 7: ZL(7); break;
+    case 6: ZL(6); break;
+    case 5: ZL(5); break;
+    case 4: ZL(4); break;
+    case 3: ZL(3); break;
+    case 2: ZL(2); break;
+    case 1: ZL(1); break;
+    }
+#undef ZL
+}
+
 void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     if (n == 1) kern_avx2_matmul_q8(y, ldy, x, m, n, d, k, ob, oe);
-    else kern_avx2_matmul_q(KERN_Q8, zq_tiles, y, ldy, x, m, n, k, ob, oe);
+    else kern_avx2_matmul_q(KERN_Q8, zq_tiles, zl_tiles, y, ldy, x, m, n, k, ob, oe);
 }
 
 void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     if (n == 1) kern_avx2_matmul_q4(y, ldy, x, m, n, d, k, ob, oe);
-    else kern_avx2_matmul_q(KERN_Q4, zq_tiles, y, ldy, x, m, n, k, ob, oe);
+    else kern_avx2_matmul_q(KERN_Q4, zq_tiles, zl_tiles, y, ldy, x, m, n, k, ob, oe);
 }
 
 /* The FMA peak with 512-bit vectors: twelve independent chains cover the latency of two units. */
