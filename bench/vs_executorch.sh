@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # etch beside ExecuTorch on the same weights and machine, in one invocation. Not part of CI: it
 # installs PyPI's executorch and optimum-executorch (with torch and transformers, ~6 GB) into a venv
-# under build/, and ExecuTorch's export of Qwen3-0.6B takes 10-20 minutes per scheme (cached).
+# under build/, and ExecuTorch's export of Qwen3-0.6B takes 10-20 minutes per scheme (cached). It
+# needs about 16 GB of disk: the venv, the f32 Hugging Face folder (2.4 GB), both exports (3.4 GB)
+# and etch's programs (2.7 GB).
 #   bash bench/vs_executorch.sh   (THREADS=2 LENGTHS="128 512" NGEN=32 ROUNDS=3 REPS=1 CTX=1024
 #                                  SCHEMES="fp32 8da4w" VENV=build/executorch-venv)
 # The weights: the Qwen3-0.6B preset of `etch synth` (real shapes and tokenizer, seeded random
