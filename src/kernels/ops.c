@@ -1,6 +1,6 @@
 /* kernels/ops: the element-wise and row-wise operations of a decoder layer (norms, RoPE, softmax,
  * gated activations, soft-capping, argmax). Plain C: each costs a small part of a forward call;
- * softmax and SwiGLU, whose exponentials cost more, are also in x86/avx2_ops.c (these are the twins). */
+ * softmax, SwiGLU and rmsnorm are also in x86/avx2_ops.c, and these are their twins. */
 #include "kern_impl.h"
 
 #include <math.h>

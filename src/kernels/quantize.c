@@ -76,9 +76,8 @@ static inline int32_t qx_value(float x, float inv, int32_t zero, int32_t lo) {
 }
 
 /* The running sum stays in a local: read back from ps after the stores to pr and pb (which may alias
- * it, for all the compiler knows), each step had waited on the last one's store, and when buffers sat
- * a multiple of 4 KiB apart the loads stalled behind the other stores (4K aliasing): a fifth of a
- * 128-token prefill in some runs, none in others, by where malloc had put them. */
+ * it, for all the compiler knows), each step waits on the last one's store, and where the buffers sit
+ * a multiple of 4 KiB apart the loads stall behind the other stores (4K aliasing). */
 void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
     int32_t sum = ps[0];
     for (int i = 0; i < len; i += 2) {

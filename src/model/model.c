@@ -186,8 +186,7 @@ static void ring_store(float *cache, const float *src, int n, int start_pos, int
 }
 
 /* Row-wise work of a chunk, split over the pool's workers by rows: every row's result is the same
- * whichever worker computes it, and on one thread these had run while the other workers waited
- * (about a tenth of a 128-token prefill). NORM: out = rmsnorm(x) * w, rows of `width`; QK: Qwen3's
+ * whichever worker computes it, and on the calling thread alone the other workers would wait. NORM: out = rmsnorm(x) * w, rows of `width`; QK: Qwen3's
  * per-head q/k norms and RoPE of q and k, rows of the chunk; QUANT: x quantized to int8 into qx. */
 enum { ROWS_NORM, ROWS_QK, ROWS_QUANT };
 typedef struct rows_job {

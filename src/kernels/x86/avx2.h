@@ -55,6 +55,26 @@ static INLINE void scales16(const void *sc, int sc16, int n_groups, int panel, i
     }
 }
 
+#ifdef __AVX512F__
+/* The first cols of a panel's 16 outputs, as a mask (AVX-512 files). */
+static INLINE __mmask16 cols_mask(int cols) {
+    return cols >= 16 ? (__mmask16)0xFFFF : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);
+}
+/* scales16 in one zmm register. */
+static INLINE __m512 scales16_z(const void *sc, int sc16, int n_groups, int panel, int g) {
+    size_t i = ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL;
+    if (sc16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)sc + i)));
+    return _mm512_loadu_ps((const float *)sc + i);
+}
+#endif
+
+/* Q4's correction of a group's sums needs the sum of x over it, in order: x[b] + ... + x[e-1]. */
+static inline float q4_xsum(const float *x, int b, int e) {
+    float xs = 0.0f;
+    for (int kk = b; kk < e; kk++) xs += x[kk];
+    return xs;
+}
+
 /* Rows of a long group's sums kept at a time (the Q8/Q4 and integer tiles). */
 #define Q_ROWS 48
 

@@ -99,12 +99,7 @@ static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     *w1 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF0)));
 }
 
-/* Q4's correction of a group's sums: sum - 8 * (x[b] + ... + x[e-1]), the sum of x in order. */
-static inline float q4_xsum(const float *x, int b, int e) {
-    float xs = 0.0f;
-    for (int kk = b; kk < e; kk++) xs += x[kk];
-    return xs;
-}
+/* Q4's correction of a group's sums: sum - 8 * xs, xs the group's sum of x (q4_xsum). */
 static INLINE __m256 q4_fix(__m256 sum, float xs) {
     return _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), _mm256_set1_ps(xs), sum);
 }

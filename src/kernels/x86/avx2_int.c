@@ -235,14 +235,11 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
 }
 
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
-    int n_groups = kern_q_groups(k, w->group), half = k / 2;
-    uint32_t unit = w->type == KERN_I8 ? 128 : 8;
+    int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = w->type == KERN_I8 ? 128 : 8;
     for (int r = 0; r < n; r++) {
         const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);
-        for (int g = 0; g < n_groups; g++) {
-            int b = g * w->group / 2, e = group_end_at(g, w->group, k) / 2;
-            goff[(size_t)r * n_groups + g] = (int32_t)(unit * (uint32_t)(ps[e] - ps[b]));
-        }
+        for (int g = 0; g < n_groups; g++)
+            goff[(size_t)r * n_groups + g] = group_offset(unit, ps, g * w->group / 2, group_end_at(g, w->group, k) / 2);
     }
 }
 

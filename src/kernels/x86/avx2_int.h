@@ -60,14 +60,19 @@ static INLINE void sums_store(float *y, int ldy, const kern_qx *x, int r0, int l
     }
 }
 
-/* The weights' offset off R rows' sums of group pairs b .. e-1: unit times the input's sum over them
- * (its prefix sums). unit: 8 for I4's stored nibbles, 128 for I8 made unsigned (vpdpbusd), 0: none. */
+/* The weights' offset off a row's sum of group pairs b .. e-1: unit times the input's sum over them,
+ * from the row's prefix sums ps. unit: 8 for I4's stored nibbles, 128 for I8 made unsigned (vpdpbusd).
+ * In uint32: int32 sums wrap, and only the final sum must fit. */
+static INLINE int32_t group_offset(int unit, const int32_t *ps, int b, int e) {
+    return (int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b]));
+}
+
+/* group_offset off R rows' int32 sums (unit 0: none). */
 static INLINE void i_offset(int unit, const kern_qx *x, int r0, const imat *m, int b, int e, int R, __m256i *d0,
                                  __m256i *d1) {
     if (!unit) return;
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-        const int32_t *ps = x->psum + (size_t)(r0 + r) * (m->half + 1);
-        __m256i off = _mm256_set1_epi32((int32_t)((uint32_t)unit * (uint32_t)(ps[e] - ps[b])));
+        __m256i off = _mm256_set1_epi32(group_offset(unit, x->psum + (size_t)(r0 + r) * (m->half + 1), b, e));
         d0[r] = _mm256_sub_epi32(d0[r], off), d1[r] = _mm256_sub_epi32(d1[r], off);
     }
 }

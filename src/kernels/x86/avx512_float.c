@@ -15,11 +15,6 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-/* The first cols of a panel's 16 outputs. */
-static INLINE __mmask16 cols_mask(int cols) {
-    return cols >= 16 ? (__mmask16)0xFFFF : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);
-}
-
 /* tile: R rows (1..6) x P panels (1..2): R*P accumulators; per kk P weight loads, R broadcasts. */
 #define DEFINE_MATMUL(T)                                                                                          \
     static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off,      \
@@ -106,16 +101,9 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)r * ldx + kk]), w, p[r]);
         }
         if (type == KERN_Q4)
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-                float xs = 0.0f; /* the group's sum of x in order, as avx2_float.c's q4_xsum */
-                if (xsum) xs = xsum[(size_t)r * m->n_groups + g];
-                else
-                    for (int kk = b; kk < e; kk++) xs += x[(size_t)r * ldx + kk];
-                p[r] = q4_fix16(p[r], xs);
-            }
-        size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
-        __m512 s = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)m->sc + si)))
-                           : _mm512_loadu_ps((const float *)m->sc + si);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                p[r] = q4_fix16(p[r], xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e));
+        __m512 s = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(p[r], s, a[r]);
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);

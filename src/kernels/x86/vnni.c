@@ -1,6 +1,7 @@
 /* kernels/x86/vnni.c: the integer-dot GEMM's blocks by vpdpbusd (AVX-VNNI, VEX-encoded on 256-bit
  * registers); the loop over blocks and the decode GEMV are avx2_int.c's. avx512_vnni.c compiles this
- * file again with VNNI_ZMM, where only the inner dot loop differs (v_dots on zmm registers). */
+ * file again with VNNI_ZMM (AVX512-VNNI): v_dots on zmm registers, blocks of whole groups by
+ * z_tile_groups, and decode by z_gemv. */
 #include "avx2_int.h"
 
 #include <stdlib.h>
@@ -137,7 +138,7 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
     const uint16_t *xb = x->bytes + (size_t)r0 * m->half, *xr[Z_ROWS]; /* each row's input bytes */
     const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
     size_t half = (size_t)m->half, ng = (size_t)m->n_groups;
-    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1); /* cols >= 1 */
     __m512 a[Z_ROWS];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) xr[r] = xb + (size_t)r * half;
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
@@ -166,10 +167,9 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
         }
-        size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
-        __m512 s = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)m->sc + si)))
-                           : _mm512_loadu_ps((const float *)m->sc + si);
+        __m512 s = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
         if (zp) {
+            size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
             __m512i ws = _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si));
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
@@ -198,22 +198,22 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
     int r = r0, end = r0 + rows;
     if (m->group / 2 <= I_BLOCK) { /* whole groups: float sums in registers, three rows at a time */
 #ifdef VNNI_ZMM
-        if (m->goff) {
+        if (m->goff) { /* eight rows at a time on zmm */
 #define Z_GROUPS(R, ZP) z_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols, ZP)
-        int zp = 0;
-        for (int i = r0; i < end; i++) zp |= x->zero[i];
-        for (; r + Z_ROWS <= end; r += Z_ROWS)
-            if (zp) Z_GROUPS(Z_ROWS, 1);
-            else Z_GROUPS(Z_ROWS, 0);
-        switch (end - r) { /* the tail, with the row count known to the compiler */
-        case 7: Z_GROUPS(7, zp); break;
-        case 6: Z_GROUPS(6, zp); break;
-        case 5: Z_GROUPS(5, zp); break;
-        case 4: Z_GROUPS(4, zp); break;
-        case 3: Z_GROUPS(3, zp); break;
-        case 2: Z_GROUPS(2, zp); break;
-        case 1: Z_GROUPS(1, zp); break;
-        }
+            int zp = 0;
+            for (int i = r0; i < end; i++) zp |= x->zero[i];
+            for (; r + Z_ROWS <= end; r += Z_ROWS)
+                if (zp) Z_GROUPS(Z_ROWS, 1);
+                else Z_GROUPS(Z_ROWS, 0);
+            switch (end - r) { /* the tail, with the row count known to the compiler */
+            case 7: Z_GROUPS(7, zp); break;
+            case 6: Z_GROUPS(6, zp); break;
+            case 5: Z_GROUPS(5, zp); break;
+            case 4: Z_GROUPS(4, zp); break;
+            case 3: Z_GROUPS(3, zp); break;
+            case 2: Z_GROUPS(2, zp); break;
+            case 1: Z_GROUPS(1, zp); break;
+            }
 #undef Z_GROUPS
             return;
         }
@@ -272,8 +272,7 @@ static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
  * int32 chains per panel; the last panel's cols outputs through a mask. */
 static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
     const uint16_t *xb = x->bytes;
-    const int32_t *ps = x->psum;
-    uint32_t unit = type == KERN_I8 ? 128 : 8;
+    int unit = type == KERN_I8 ? 128 : 8;
     size_t bytes = type == KERN_I8 ? 32 : 16;
     const uint8_t *wp[4];
     __m512 acc[4];
@@ -282,7 +281,7 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
         int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2, st = b;
         __m512i d[4], d2[4];
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
-            d[p] = _mm512_set1_epi32(-(int32_t)(unit * (uint32_t)(ps[e] - ps[b]))), d2[p] = _mm512_setzero_si512();
+            d[p] = _mm512_set1_epi32(-group_offset(unit, x->psum, b, e)), d2[p] = _mm512_setzero_si512();
         for (; st + 4 <= e; st += 4) {
             int32_t q0, q1;
             memcpy(&q0, xb + st, sizeof q0);
@@ -304,18 +303,18 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
                 d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 1), _mm512_set1_epi32(xb[st]));
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
-            size_t si = ((size_t)(p0 + p) * m->n_groups + (size_t)g) * KERN_PANEL;
-            __m512 sc = m->sc16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)m->sc + si)))
-                                : _mm512_loadu_ps((const float *)m->sc + si);
+            __m512 sc = scales16_z(m->sc, m->sc16, m->n_groups, p0 + p, g);
             __m512i t = _mm512_add_epi32(d[p], d2[p]);
-            if (x->zero[0]) t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
+            if (x->zero[0]) {
+                size_t si = ((size_t)(p0 + p) * m->n_groups + (size_t)g) * KERN_PANEL;
+                t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
+            }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[p]);
         }
     }
     __m512 xs = _mm512_set1_ps(x->scale[0]);
     _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
-        __mmask16 cm = p < P - 1 || cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
-        _mm512_mask_storeu_ps(y + (size_t)p * KERN_PANEL, cm, _mm512_mul_ps(acc[p], xs));
+        _mm512_mask_storeu_ps(y + (size_t)p * KERN_PANEL, cols_mask(p < P - 1 ? KERN_PANEL : cols), _mm512_mul_ps(acc[p], xs));
     }
 }
 
