@@ -66,6 +66,9 @@ typedef struct etch_error {
 typedef struct etch_program etch_program; /* an opened program file: immutable, shareable */
 typedef struct etch_session etch_session; /* KV cache, workspace, stats: one per conversation */
 
+/* The KV cache of a program that names none (etch_method_meta.kv_type). */
+#define ETCH_DEFAULT_KV_TYPE "f32"
+
 /* The method metadata of a program, with the names ExecuTorch's runner uses.
  * Every pointer is a view into the program and lives as long as it. */
 typedef struct etch_method_meta {
@@ -97,6 +100,8 @@ typedef struct etch_method_meta {
     const int32_t *layer_window;  /* [n_layers]: 0 for full attention, else the layer's window */
     int64_t kv_cache_bytes;       /* a session's K and V caches (windowed layers keep a ring) */
     int64_t kv_cache_full_bytes;  /* what they would take with a full cache in every layer */
+    const char *kv_type;          /* a session's KV cache unless it asks for another: "f32", "f16" or "q8"
+                                     (int8, one scale per row and KV head); kv_cache_bytes are for it */
 } etch_method_meta;
 
 /* Opens a program file: maps it, checks header, metadata and tensor directory (checksum, bounds,
@@ -155,6 +160,8 @@ typedef struct etch_export_options {
     void (*progress)(void *user, const char *what, int64_t done, int64_t total); /* NULL, or tensors
                                   written so far (what: "exporting") */
     void *progress_user;
+    const char *kv_type;     /* NULL: etch's default; "f32", "f16", "q8": the KV cache sessions keep
+                                unless they ask for another (etch_method_meta.kv_type) */
 } etch_export_options;
 
 /* Converts a llama2.c checkpoint (version 0 or legacy header) and its tokenizer.bin into a program
@@ -356,7 +363,18 @@ etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *er
  * other: etch_session_threads says how many run). The threads are created here, once, and live as
  * long as the session. */
 etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_session **out, etch_error *err);
+/* A session's choices; zero-initialized means every default. */
+typedef struct etch_session_options {
+    int32_t n_threads;   /* as etch_session_new_threads */
+    const char *kv_type; /* NULL: the program's (etch_method_meta.kv_type); else "f32", "f16" or "q8" */
+} etch_session_options;
+/* As etch_session_new_threads, with the options (NULL: every default). An unknown kv_type is
+ * ETCH_ERR_ARG. */
+etch_status etch_session_new_opts(etch_program *p, const etch_session_options *opt, etch_session **out,
+                                  etch_error *err);
 int etch_session_threads(const etch_session *s);
+/* The session's KV cache type: "f32", "f16" or "q8". */
+const char *etch_session_kv_type(const etch_session *s);
 void etch_session_free(etch_session *s);
 
 /* The last error message of this session ("" when none). Valid until the next call on it. */

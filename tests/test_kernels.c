@@ -365,9 +365,18 @@ static void test_rope(void) {
           "half pins pair (1, 1+D/2)");
 }
 
+/* A cached value as attention reads it: widened, times its scale (Q8). */
+static double kv_value(const kern_kv *kv, const void *base, const float *scale, int row, int kvh, int i, int nkv, int hd) {
+    size_t at = ((size_t)row * nkv + kvh) * hd + i;
+    if (kv->type == KERN_KV_F16) return kern_f16_to_f32(((const uint16_t *)base)[at]);
+    if (kv->type == KERN_KV_Q8) return ((const int8_t *)base)[at] * (double)scale[row * nkv + kvh];
+    return ((const float *)base)[at];
+}
+
 /* Attention with a full cache, a sliding window over a full cache, and a sliding window over a ring
- * (the key of position t in row t % rows), against the reference twin and a double-precision sum. */
-static void test_attention_case(int window, int ring, float score_div) {
+ * (the key of position t in row t % rows), for each KV cache type, against the reference twin and a
+ * double-precision sum over the cached values. */
+static void test_attention_case(int kv_type, int window, int ring, float score_div) {
     enum { NH = 4, NKV = 2, HD = 32, START = 9, N = 11, CTX = START + N }; /* N = 11: two blocks of four rows and three single rows */
     float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[4 * CTX];
     fill(q, sizeof q / sizeof *q);
@@ -375,51 +384,104 @@ static void test_attention_case(int window, int ring, float score_div) {
     fill(vc, sizeof vc / sizeof *vc);
     /* The cache the kernel reads: every position written in order, later ones over earlier ones in a ring. */
     int rows = ring ? window + N - 1 : CTX;
-    float kr[CTX * NKV * HD], vr[CTX * NKV * HD];
-    for (int t = 0; t < CTX; t++) {
-        memcpy(kr + (t % rows) * NKV * HD, kc + t * NKV * HD, NKV * HD * sizeof(float));
-        memcpy(vr + (t % rows) * NKV * HD, vc + t * NKV * HD, NKV * HD * sizeof(float));
-    }
+    float kr[CTX * NKV * HD], vr[CTX * NKV * HD], ks[CTX * NKV], vs[CTX * NKV];
+    kern_kv kv = {kv_type, kr, vr, kv_type == KERN_KV_Q8 ? ks : NULL, kv_type == KERN_KV_Q8 ? vs : NULL};
     kern_att_shape as = {NH, NKV, HD, score_div, window, rows};
-    kern_attention(out, q, kr, vr, N, START, &as, scores, 0, NKV);
+    for (int t = 0; t < CTX; t++) kern_kv_store(&kv, kc + t * NKV * HD, vc + t * NKV * HD, 1, t, &as);
+    kern_attention(out, q, &kv, N, START, &as, scores, 0, NKV);
     float out_ref[N * NH * HD], out_split[N * NH * HD], out_rows[N * NH * HD];
-    kern_attention_ref(out_ref, q, kr, vr, N, START, &as, scores, 0, NKV);
-    kern_attention(out_split, q, kr, vr, N, START, &as, scores, 0, 1);
-    kern_attention(out_split, q, kr, vr, N, START, &as, scores, 1, NKV);
-    CHECK(max_err(out, out_ref, sizeof out / sizeof *out) < 1e-6, "attention (window %d, ring %d) vs its twin", window, ring);
-    CHECK(memcmp(out, out_split, sizeof out) == 0, "attention over KV-head ranges (window %d, ring %d)", window, ring);
+    kern_attention_ref(out_ref, q, &kv, N, START, &as, scores, 0, NKV);
+    kern_attention(out_split, q, &kv, N, START, &as, scores, 0, 1);
+    kern_attention(out_split, q, &kv, N, START, &as, scores, 1, NKV);
+    CHECK(max_err(out, out_ref, sizeof out / sizeof *out) < 1e-6, "attention (%s cache, window %d, ring %d) vs its twin",
+          kern_kv_type_name(kv_type), window, ring);
+    CHECK(memcmp(out, out_split, sizeof out) == 0, "attention over KV-head ranges (%s cache, window %d, ring %d)",
+          kern_kv_type_name(kv_type), window, ring);
     /* Each row alone (as sequential prefill computes it) equals the row in the block, bit for bit. */
     for (int r = 0; r < N; r++)
-        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, kr, vr, 1, START + r, &as, scores, 0, NKV);
-    CHECK(memcmp(out, out_rows, sizeof out) == 0, "attention rows computed alone equal the batched ones (window %d, ring %d)",
+        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, &kv, 1, START + r, &as, scores, 0, NKV);
+    CHECK(memcmp(out, out_rows, sizeof out) == 0,
+          "attention rows computed alone equal the batched ones (%s cache, window %d, ring %d)", kern_kv_type_name(kv_type),
           window, ring);
-    double e = 0;
+    double e = 0, e_f32 = 0;
     for (int r = 0; r < N; r++)
         for (int h = 0; h < NH; h++) {
             int kvh = h / (NH / NKV), p = START + r, lo = window && p - window + 1 > 0 ? p - window + 1 : 0;
-            double s[CTX], mx = -1e30, sum = 0;
+            double s[CTX], mx = -1e30, sum = 0, s32[CTX], mx32 = -1e30, sum32 = 0;
             for (int t = lo; t <= p; t++) {
-                s[t] = 0;
-                for (int i = 0; i < HD; i++) s[t] += (double)q[(r * NH + h) * HD + i] * kc[(t * NKV + kvh) * HD + i];
-                s[t] /= score_div;
-                mx = fmax(mx, s[t]);
+                s[t] = s32[t] = 0;
+                for (int i = 0; i < HD; i++) {
+                    s[t] += (double)q[(r * NH + h) * HD + i] * kv_value(&kv, kr, ks, t % rows, kvh, i, NKV, HD);
+                    s32[t] += (double)q[(r * NH + h) * HD + i] * kc[(t * NKV + kvh) * HD + i];
+                }
+                s[t] /= score_div, s32[t] /= score_div;
+                mx = fmax(mx, s[t]), mx32 = fmax(mx32, s32[t]);
             }
-            for (int t = lo; t <= p; t++) sum += (s[t] = exp(s[t] - mx));
+            for (int t = lo; t <= p; t++) sum += (s[t] = exp(s[t] - mx)), sum32 += (s32[t] = exp(s32[t] - mx32));
             for (int i = 0; i < HD; i++) {
-                double o = 0;
-                for (int t = lo; t <= p; t++) o += s[t] / sum * vc[(t * NKV + kvh) * HD + i];
+                double o = 0, o32 = 0;
+                for (int t = lo; t <= p; t++) {
+                    o += s[t] / sum * kv_value(&kv, vr, vs, t % rows, kvh, i, NKV, HD);
+                    o32 += s32[t] / sum32 * vc[(t * NKV + kvh) * HD + i];
+                }
                 e = fmax(e, fabs(o - out[(r * NH + h) * HD + i]));
+                e_f32 = fmax(e_f32, fabs(o32 - out[(r * NH + h) * HD + i]));
             }
         }
-    CHECK(e < 1e-5, "attention (window %d, ring %d): error %g", window, ring, e);
+    CHECK(e < 1e-5, "attention (%s cache, window %d, ring %d): error %g", kern_kv_type_name(kv_type), window, ring, e);
+    /* and against the f32 keys and values the cache rounded: f16 keeps 11 bits, Q8 about 7 */
+    double bound = kv_type == KERN_KV_F32 ? 1e-5 : kv_type == KERN_KV_F16 ? 2e-3 : 3e-2;
+    CHECK(e_f32 < bound, "attention (%s cache, window %d, ring %d) vs the unrounded values: error %g",
+          kern_kv_type_name(kv_type), window, ring, e_f32);
 }
 
 static void test_attention(void) {
-    test_attention_case(0, 0, sqrtf(32.0f));
-    test_attention_case(4, 0, sqrtf(32.0f));
-    test_attention_case(4, 1, 3.0f);  /* a ring of 14 rows that the 20 positions wrap around */
-    test_attention_case(1, 1, 2.0f);  /* each query sees only itself */
-    test_attention_case(7, 1, 4.0f);
+    for (int t = KERN_KV_F32; t <= KERN_KV_Q8; t++) {
+        test_attention_case(t, 0, 0, sqrtf(32.0f));
+        test_attention_case(t, 4, 0, sqrtf(32.0f));
+        test_attention_case(t, 4, 1, 3.0f);  /* a ring of 14 rows that the 20 positions wrap around */
+        test_attention_case(t, 1, 1, 2.0f);  /* each query sees only itself */
+        test_attention_case(t, 7, 1, 4.0f);
+    }
+}
+
+/* The KV store of the active variant against its twin, bit for bit, for head sizes with and without
+ * a vector tail, values over many magnitudes (f16 subnormals and overflow among them), a row of zeros
+ * and a ring; and Q8 within half a step of each value. */
+static void test_kv_store(const char *v) {
+    enum { NKV = 3, MAXHD = 80, N = 5, ROWS = 4 };
+    const int hds[] = {32, 64, 40, 80, 2};
+    for (int ti = 0; ti < 3; ti++)
+        for (int hi = 0; hi < 5; hi++) {
+            int hd = hds[hi], kvd = NKV * hd;
+            static float k[N * NKV * MAXHD], vv[N * NKV * MAXHD];
+            for (int i = 0; i < N * kvd; i++) {
+                k[i] = frand() * powf(2.0f, (float)(i % 41) - 25.0f);
+                vv[i] = frand() * (i % 7 == 0 ? 70000.0f : 1.0f);
+            }
+            memset(k + kvd, 0, (size_t)kvd * sizeof *k); /* position 1: all zeros */
+            static uint8_t kb[2][ROWS * NKV * MAXHD * 4], vb[2][ROWS * NKV * MAXHD * 4];
+            static float ksc[2][ROWS * NKV], vsc[2][ROWS * NKV];
+            kern_att_shape as = {NKV, NKV, hd, 1.0f, 0, ROWS};
+            for (int twin = 0; twin < 2; twin++) {
+                memset(kb[twin], 0xAB, sizeof kb[twin]), memset(vb[twin], 0xCD, sizeof vb[twin]);
+                kern_kv kv = {ti, kb[twin], vb[twin], ksc[twin], vsc[twin]};
+                (twin ? kern_kv_store_ref : kern_kv_store)(&kv, k, vv, N, 3, &as); /* positions 3..7: rows 3, 0, 1, 2, 3 */
+            }
+            size_t nb = (size_t)ROWS * kvd * kern_kv_size(ti);
+            CHECK(!memcmp(kb[0], kb[1], nb) && !memcmp(vb[0], vb[1], nb) &&
+                      (ti != KERN_KV_Q8 || (!memcmp(ksc[0], ksc[1], sizeof ksc[0]) && !memcmp(vsc[0], vsc[1], sizeof vsc[0]))),
+                  "%s kv store (%s, head %d) equals its twin", v, kern_kv_type_name(ti), hd);
+            if (ti != KERN_KV_Q8) continue;
+            double worst = 0; /* the last position (7) is in row 3, over the first (the ring wrapped) */
+            for (int h = 0; h < NKV; h++)
+                for (int i = 0; i < hd; i++) {
+                    double x = vv[4 * kvd + h * hd + i], s = vsc[0][3 * NKV + h];
+                    worst = fmax(worst, fabs(x - ((int8_t *)vb[0])[3 * kvd + h * hd + i] * s) / s);
+                }
+            CHECK(worst <= 0.5 + 1e-3, "q8 store rounds to the nearest step (worst %g steps)", worst);
+            CHECK(ksc[0][0] == 0.0f && ((int8_t *)kb[0])[0] == 0, "a row of zeros (position 4, row 0) has scale 0");
+        }
 }
 
 static void test_small(void) {
@@ -499,6 +561,7 @@ int main(void) {
         test_matmul(narrow, 1);
         if (strstr(narrow, "vnni")) test_matmul_int(narrow, 1);
         test_attention(); /* the 256-bit attention */
+        test_kv_store(narrow);
     }
     kern_limit(KERN_PORTABLE);
     test_matmul("portable", 0);
@@ -508,6 +571,7 @@ int main(void) {
     test_rmsnorm();
     test_rope();
     test_attention();
+    test_kv_store(v);
     test_small();
     test_exp_ops(v);
     return check_done();

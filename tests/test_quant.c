@@ -216,7 +216,7 @@ static void test_chat_calibration(void) {
     etch_error err;
     etch_synth_options so = {"qwen3", "tiny", 2, 64, 128, 2, 1, 32, 256, 5, 0.1f, tok, "hf", "f32", 0};
     REQUIRE_V(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
-    etch_export_options eo = {256, 64, NULL, NULL, NULL, NULL};
+    etch_export_options eo = {256, 64, NULL, NULL, NULL, NULL, NULL};
     REQUIRE_V(etch_export_hf(hf, prog, &eo, &err) == ETCH_OK, "export: %s", err.message);
     FILE *f = fopen(chat, "w");
     REQUIRE_V(f, "write %s", chat);

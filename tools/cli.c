@@ -41,6 +41,15 @@ int cli_failf(const char *fmt, ...) {
 }
 
 /* Strict number parsing: the whole string, in range. */
+const char *cli_take_kv_type(int argc, char **argv, int *i) {
+    const char *opt = argv[*i], *v = cli_take(argc, argv, i);
+    if (v && strcmp(v, "f32") && strcmp(v, "f16") && strcmp(v, "q8")) {
+        cli_usage("%s expects f32, f16 or q8, got '%s'", opt, v);
+        return NULL;
+    }
+    return v;
+}
+
 int cli_parse_int(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;

@@ -27,6 +27,11 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
 int cli_parse_list(const char *opt, const char *s, long lo, long hi, int *out, int cap);
 /* The value of option argv[*i] (and *i moves past it); NULL after a message when there is none. */
 const char *cli_take(int argc, char **argv, int *i);
+/* The value of --kv-type (argv[*i]): f32, f16 or q8; NULL after a message. */
+const char *cli_take_kv_type(int argc, char **argv, int *i);
+#define CLI_KV_TYPE_HELP \
+    "  --kv-type f32|f16|q8     the KV cache: f32, f16, or int8 with a scale per row and head\n" \
+    "                           (default: the program's, etch inspect shows it)\n"
 
 /* Seconds on the monotonic clock. */
 double cli_seconds(void);

@@ -46,6 +46,7 @@ static const char bench_help[] =
     "  -n LIST        tokens to decode after the prompt (default 64)\n"
     "  -t LIST        thread counts (default: the physical cores)\n"
     "  -r N           repetitions (default 5)\n"
+    "  --kv-type T    the sessions' KV cache: f32, f16 or q8 (default: the program's)\n"
     "  -o FORMAT      md (a table, default), csv, json (one array) or jsonl (an object per line)\n"
     "  --json         the same as -o jsonl\n"
     "  --no-sequential  skip the sequential-prefill measurement (it takes one forward call per token)\n"
@@ -95,6 +96,11 @@ static double prefill(etch_session *s, const int32_t *ids, int n, int bound, flo
     return now_ms() - t0;
 }
 
+/* Bytes a cached key or value element takes, its share of a Q8 scale included. */
+static double kv_value_bytes(const char *kv_type, int head_dim) {
+    return !strcmp(kv_type, "f32") ? 4.0 : !strcmp(kv_type, "f16") ? 2.0 : 1.0 + 4.0 / head_dim;
+}
+
 /* One measured case, as every format prints it. */
 typedef struct bench_row {
     int n_prompt, n_gen, threads, reps;
@@ -102,6 +108,7 @@ typedef struct bench_row {
     double load_ms, load_cold_ms, peak_rss_mb, prefill_gflops, decode_gbps;
     double fma_peak_gflops, read_bw_gbps; /* 0: not measured */
     double kv_cache_mb, kv_cache_full_mb;
+    const char *kv_type;
 } bench_row;
 
 enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL };
@@ -142,10 +149,11 @@ static void print_row(const bench_row *r, int format, int first) {
         printf("%s{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
                "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
                "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %s, \"decode_gbps\": %.2f, "
-               "\"read_bw_gbps\": %s, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"reps\": %d}%s",
+               "\"read_bw_gbps\": %s, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"kv_type\": \"%s\", "
+               "\"reps\": %d}%s",
                format == OUT_JSON ? (first ? "[\n  " : ",\n  ") : "", r->n_prompt, r->n_gen, r->threads,
                r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->load_ms, r->load_cold_ms, r->peak_rss_mb,
-               r->prefill_gflops, pk, r->decode_gbps, bw, r->kv_cache_mb, r->kv_cache_full_mb, r->reps,
+               r->prefill_gflops, pk, r->decode_gbps, bw, r->kv_cache_mb, r->kv_cache_full_mb, r->kv_type, r->reps,
                format == OUT_JSONL ? "\n" : "");
     }
     fflush(stdout);
@@ -154,6 +162,7 @@ static void print_row(const bench_row *r, int format, int first) {
 int cmd_bench(int argc, char **argv) {
     cli_name = "etch bench";
     const char *path = NULL;
+    const char *kv_type = NULL;
     int prompts[16] = {128, 512}, n_prompts = 2, gens[16] = {64}, n_gens = 1, threads[16] = {0}, n_threads = 1, reps = 5;
     int format = OUT_MD, roofline_only = 0, roofline = 1, sequential = 1;
     for (int i = 1; i < argc; i++) {
@@ -168,6 +177,8 @@ int cmd_bench(int argc, char **argv) {
             if (!(v = cli_take(argc, argv, &i)) || !(n_gens = cli_parse_list(a, v, 1, 1 << 20, gens, 16))) return 2;
         } else if (!strcmp(a, "-t")) {
             if (!(v = cli_take(argc, argv, &i)) || !(n_threads = cli_parse_list(a, v, 1, 256, threads, 16))) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-r")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1000, &n)) return 2;
             reps = (int)n;
@@ -223,6 +234,9 @@ int cmd_bench(int argc, char **argv) {
     if (etch_program_open(path, &p, &err) != ETCH_OK) return cli_fail(err.message);
     double load_warm = now_ms() - t0;
     const etch_method_meta *m = etch_program_meta(p);
+    /* the program's KV figures are for its own cache type: scaled to the one the sessions keep */
+    if (!kv_type) kv_type = m->kv_type;
+    const double kv_scale = kv_value_bytes(kv_type, m->head_dim) / kv_value_bytes(m->kv_type, m->head_dim);
     /* Work per token, from the shapes: multiply-adds of the matrices, bytes of the weights. */
     double q_dim = (double)m->n_heads * m->head_dim, kv_dim = (double)m->n_kv_heads * m->head_dim;
     double layer_macs = m->dim * (q_dim + 2 * kv_dim) + q_dim * m->dim + 3.0 * m->dim * m->hidden_dim;
@@ -265,10 +279,10 @@ int cmd_bench(int argc, char **argv) {
     if (format == OUT_MD) {
         printf("program %s: %s, %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n", path,
                m->model_type, m->dtype, m->n_layers, m->dim, m->vocab_size, m->max_seq_len, load_cold, load_warm);
-        printf("KV cache per session: %.2f MiB", m->kv_cache_bytes / 1048576.0);
+        printf("KV cache per session: %.2f MiB, %s", kv_scale * m->kv_cache_bytes / 1048576.0, kv_type);
         if (m->sliding_window)
             printf(" (window %d in %d of %d layers; %.2f MiB with a full cache in every layer)", m->sliding_window,
-                   m->n_window_layers, m->n_layers, m->kv_cache_full_bytes / 1048576.0);
+                   m->n_window_layers, m->n_layers, kv_scale * m->kv_cache_full_bytes / 1048576.0);
         printf("\n");
     } else if (format == OUT_CSV) {
         printf("%s\n", csv_cols);
@@ -280,7 +294,8 @@ int cmd_bench(int argc, char **argv) {
     double peak_rss = 0; /* sampled after every prefill and decode: the high-water mark of the runs */
     for (int ti = 0; ti < n_threads && ok && !cli_interrupted(); ti++) {
         etch_session *s;
-        if (etch_session_new_threads(p, threads[ti], &s, &err) != ETCH_OK) {
+        etch_session_options so = {threads[ti], kv_type};
+        if (etch_session_new_opts(p, &so, &s, &err) != ETCH_OK) {
             fprintf(stderr, "%s: %s\n", cli_name, err.message);
             ok = 0;
             break;
@@ -342,12 +357,12 @@ int cmd_bench(int argc, char **argv) {
                     double w = m->layer_window[l] ? m->layer_window[l] : 1e18, keys = 0, mid = np + n_gen / 2.0;
                     for (int q = 1; q <= np; q++) keys += q < w ? q : w;
                     att_macs += q_dim * 2.0 * keys;
-                    kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * 4;
+                    kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * kv_value_bytes(kv_type, m->head_dim);
                 }
                 bench_row row = {np, n_gen, nt, reps, mp, md, mtb, sequential ? mts : -1, load_warm, load_cold, peak_rss,
                                  2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9,
-                                 (weight_bytes + kv_bytes) * md / 1e9, peak, bw, m->kv_cache_bytes / 1048576.0,
-                                 m->kv_cache_full_bytes / 1048576.0};
+                                 (weight_bytes + kv_bytes) * md / 1e9, peak, bw, kv_scale * m->kv_cache_bytes / 1048576.0,
+                                 kv_scale * m->kv_cache_full_bytes / 1048576.0, kv_type};
                 over_bw |= bw > 0 && row.decode_gbps > bw;
                 print_row(&row, format, rows++ == 0);
             }

@@ -30,6 +30,7 @@ static const char chat_help[] =
     "  --shift N                when the context fills, keep the first N positions and drop the oldest\n"
     "                           half of the rest (default: end the answer)\n"
     "  -t, --threads N          worker threads (default: the physical cores)\n"
+    CLI_KV_TYPE_HELP
     "  -h, --help               this text\n";
 
 /* A growing list of messages, each string owned. */
@@ -62,6 +63,7 @@ int cmd_chat(int argc, char **argv) {
     cli_name = "etch chat";
     const char *path = NULL, *system = NULL, *stops[CLI_MAX_STOP];
     int n_stop = 0, threads = 0, shift = -1;
+    const char *kv_type = NULL;
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
     cfg.max_new_tokens = 512;
@@ -89,6 +91,8 @@ int cmd_chat(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 256, &n)) return 2;
             threads = (int)n;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (a[0] == '-') {
             return cli_usage("unknown option '%s'", a);
         } else if (path) {
@@ -102,13 +106,14 @@ int cmd_chat(int argc, char **argv) {
 
     etch_error err;
     char prog_path[4096];
-    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL};
+    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL};
     if (etch_cached_program(path, NULL, &eo, prog_path, sizeof prog_path, NULL, &err) != ETCH_OK)
         return cli_fail(err.message);
     etch_program *p;
     if (etch_program_open(prog_path, &p, &err) != ETCH_OK) return cli_fail(err.message);
     etch_session *s;
-    if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK) {
+    etch_session_options so = {threads, kv_type};
+    if (etch_session_new_opts(p, &so, &s, &err) != ETCH_OK) {
         etch_program_close(p);
         return cli_fail(err.message);
     }

@@ -33,12 +33,14 @@ static const char export_help[] =
     "  --max-seq-len N         the most tokens one forward call takes (default 128, clamped to the\n"
     "                          context); prompts prefill in chunks of this size\n"
     "  --static                a program that takes one token per call (max_seq_len 1)\n"
+    "  --kv-type f32|f16|q8    the KV cache sessions keep unless they ask for another (default: etch's,\n"
+    "                          " ETCH_DEFAULT_KV_TYPE ")\n"
     "  -h, --help              this text\n";
 
 int cmd_export(int argc, char **argv) {
     cli_name = "etch export";
     const char *model = NULL, *tok = NULL, *out = NULL, *hf = NULL, *gguf = NULL;
-    etch_export_options opt = {0, 0, NULL, NULL, cli_progress, NULL};
+    etch_export_options opt = {0, 0, NULL, NULL, cli_progress, NULL, NULL};
     int is_static = 0, have_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -54,6 +56,8 @@ int cmd_export(int argc, char **argv) {
             if (!(hf = cli_take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--gguf")) {
             if (!(gguf = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(opt.kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--dtype")) {
             if (!(opt.dtype = cli_take(argc, argv, &i))) return 2;
             if (strcmp(opt.dtype, "f32") && strcmp(opt.dtype, "f16") && strcmp(opt.dtype, "bf16"))

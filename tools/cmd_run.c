@@ -42,6 +42,7 @@ static const char run_help[] =
     "                           prompt, prompt_ids, generated_ids, text (generated text only), prefill,\n"
     "                           chunks, stop_reason (max_new_tokens, eos, context_full, interrupted), stats\n"
     "  -t, --threads N          worker threads (default: the machine's physical cores)\n"
+    CLI_KV_TYPE_HELP
     "  -v, --verbose            say which prefill policy ran and why (stderr)\n"
     "  -h, --help               this text\n";
 
@@ -100,6 +101,7 @@ int cmd_run(int argc, char **argv) {
     etch_generate_config cfg;
     etch_generate_config_default(&cfg);
     int stats = 0, json = 0, verbose = 0, chat = 0, threads = 0;
+    const char *kv_type = NULL;
     etch_chat_options chat_opt = {NULL, -1, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -125,6 +127,8 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 256, &n)) return 2;
             threads = (int)n;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--chat")) {
             chat = 1;
         } else if (!strcmp(a, "--system")) {
@@ -159,7 +163,7 @@ int cmd_run(int argc, char **argv) {
     /* A GGUF file or a Hugging Face folder runs too: exported into the cache on first use. */
     etch_error err;
     char prog_path[4096];
-    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL};
+    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL};
     int exported = 0;
     if (etch_cached_program(path, NULL, &eo, prog_path, sizeof prog_path, &exported, &err) != ETCH_OK) {
         free(prompt_owned);
@@ -174,7 +178,8 @@ int cmd_run(int argc, char **argv) {
     }
     const etch_method_meta *m = etch_program_meta(p);
     etch_session *s;
-    if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK) {
+    etch_session_options so = {threads, kv_type};
+    if (etch_session_new_opts(p, &so, &s, &err) != ETCH_OK) {
         etch_program_close(p);
         free(prompt_owned);
         return cli_fail(err.message);

@@ -24,6 +24,7 @@ static const char serve_help[] =
     "  --queue N          requests that may wait for a slot (default 16)\n"
     "  --api-key KEY      require Authorization: Bearer KEY on /v1/ (--api-key-file reads it from a file)\n"
     "  -t, --threads N    threads per slot (default: the physical cores divided among the slots)\n"
+    "  --kv-type T        the slots' KV cache: f32, f16 or q8 (default: the program's)\n"
     "  --ctx N            the context when MODEL is exported here (default: the model's, at most 4096)\n"
     "  --max-tokens N     new tokens when a request names none (default 512)\n"
     "  --max-body BYTES   the largest request body (default 1048576): past it, 413\n"
@@ -32,7 +33,7 @@ static const char serve_help[] =
 
 int cmd_serve(int argc, char **argv) {
     cli_name = "etch serve";
-    serve_config cfg = {NULL, NULL, "127.0.0.1", NULL, 8080, 2, 16, 0, 1 << 20, 30, 512};
+    serve_config cfg = {NULL, NULL, "127.0.0.1", NULL, 8080, 2, 16, 0, 1 << 20, 30, 512, NULL};
     const char *key_file = NULL, *path = NULL;
     long ctx = 0;
     for (int i = 1; i < argc; i++) {
@@ -56,6 +57,8 @@ int cmd_serve(int argc, char **argv) {
             if (!(cfg.api_key = cli_take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "--api-key-file")) {
             if (!(key_file = cli_take(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(cfg.kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 256, &n)) return 2;
             cfg.threads = (int)n;
@@ -99,7 +102,7 @@ int cmd_serve(int argc, char **argv) {
     }
     etch_error err;
     char prog[4096];
-    etch_export_options eo = {ctx ? (int32_t)ctx : -4096, 0, NULL, NULL, cli_progress, NULL};
+    etch_export_options eo = {ctx ? (int32_t)ctx : -4096, 0, NULL, NULL, cli_progress, NULL, NULL};
     if (etch_cached_program(path, NULL, &eo, prog, sizeof prog, NULL, &err) != ETCH_OK) {
         free(key_owned);
         return cli_fail(err.message);

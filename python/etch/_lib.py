@@ -29,7 +29,7 @@ class _MethodMeta(ctypes.Structure):
                                                 "chat_template")] + \
                [("sliding_window", ctypes.c_int32), ("n_window_layers", ctypes.c_int32),
                 ("layer_window", ctypes.POINTER(ctypes.c_int32)), ("kv_cache_bytes", ctypes.c_int64),
-                ("kv_cache_full_bytes", ctypes.c_int64)]
+                ("kv_cache_full_bytes", ctypes.c_int64), ("kv_type", ctypes.c_char_p)]
 
 
 class _GenerateConfig(ctypes.Structure):
@@ -44,7 +44,12 @@ _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_in
 
 class _ExportOptions(ctypes.Structure):
     _fields_ = [("max_context_len", ctypes.c_int32), ("max_seq_len", ctypes.c_int32), ("dtype", ctypes.c_char_p),
-                ("chat_template", ctypes.c_char_p), ("progress", _PROGRESS), ("progress_user", ctypes.c_void_p)]
+                ("chat_template", ctypes.c_char_p), ("progress", _PROGRESS), ("progress_user", ctypes.c_void_p),
+                ("kv_type", ctypes.c_char_p)]
+
+
+class _SessionOptions(ctypes.Structure):
+    _fields_ = [("n_threads", ctypes.c_int32), ("kv_type", ctypes.c_char_p)]
 
 
 class _ChatOptions(ctypes.Structure):
@@ -94,6 +99,8 @@ def _load():
                                     S, ctypes.POINTER(I), E]),
         "etch_session_new": (I, [P, ctypes.POINTER(P), E]),
         "etch_session_new_threads": (I, [P, I, ctypes.POINTER(P), E]),
+        "etch_session_new_opts": (I, [P, ctypes.POINTER(_SessionOptions), ctypes.POINTER(P), E]),
+        "etch_session_kv_type": (ctypes.c_char_p, [P]),
         "etch_session_free": (None, [P]),
         "etch_session_error": (ctypes.c_char_p, [P]),
         "etch_session_cancel": (None, [P]),

@@ -12,7 +12,7 @@ from collections import namedtuple
 import time
 
 from ._lib import (EtchError, _ChatMessage, _ChatOptions, _Error, _ExportOptions, _GenerateConfig, _Limits, _PROGRESS,
-                   check, lib)
+                   _SessionOptions, check, lib)
 
 Token = namedtuple("Token", ["id", "text"])
 
@@ -116,14 +116,22 @@ class Session(_Closing):
     """One conversation's state: its own KV cache and stats, on a model's program. Two sessions on one
     model never mix; one session runs one generation at a time. Not for use from two threads at once."""
 
-    def __init__(self, model, threads=0):
+    def __init__(self, model, threads=0, kv_type=None):
         self._model = model
         self._sess = ctypes.c_void_p()
         self._active = None  # weakref to the open Generation
         err = _Error()
-        check(lib().etch_session_new_threads(model._handle(), _int_arg("threads", threads, 0, 256),
-                                             ctypes.byref(self._sess), ctypes.byref(err)), err)
+        if kv_type is not None and kv_type not in ("f32", "f16", "q8"):
+            raise ValueError("kv_type must be 'f32', 'f16' or 'q8', not %r" % (kv_type,))
+        opts = _SessionOptions(_int_arg("threads", threads, 0, 256), kv_type.encode() if kv_type else None)
+        check(lib().etch_session_new_opts(model._handle(), ctypes.byref(opts), ctypes.byref(self._sess),
+                                          ctypes.byref(err)), err)
         model._sessions.add(self)
+
+    @property
+    def kv_type(self):
+        """The KV cache this session keeps: "f32", "f16" or "q8"."""
+        return lib().etch_session_kv_type(self._handle()).decode()
 
     def _handle(self):
         if not self._sess:
@@ -307,7 +315,7 @@ def _program_path(path, cache_dir, opts, progress):
     eo = _ExportOptions(opts["max_context_len"] or -4096, opts["max_seq_len"] or 0,
                         opts["dtype"].encode() if opts["dtype"] else None,
                         opts["chat_template"].encode() if opts["chat_template"] else None,
-                        _PROGRESS(progress) if progress else _PROGRESS(), None)
+                        _PROGRESS(progress) if progress else _PROGRESS(), None, None)
     out = ctypes.create_string_buffer(4096)
     err = _Error()
     exported = ctypes.c_int()
@@ -320,7 +328,7 @@ class ETModelForCausalLM(_Closing):
     """A program and a default session (one conversation). model.session() makes more: each has its
     own KV cache, so conversations on one model never mix; the program is mapped once for all."""
 
-    def __init__(self, program_path, threads=0):
+    def __init__(self, program_path, threads=0, kv_type=None):
         c = lib()
         err = _Error()
         self._prog = ctypes.c_void_p()
@@ -329,7 +337,7 @@ class ETModelForCausalLM(_Closing):
         self.path = program_path
         self._meta = c.etch_program_meta(self._prog).contents
         try:
-            self._default = Session(self, threads)
+            self._default = Session(self, threads, kv_type)
         except Exception:
             c.etch_program_close(self._prog)
             self._prog = ctypes.c_void_p()
@@ -337,12 +345,13 @@ class ETModelForCausalLM(_Closing):
 
     @classmethod
     def from_pretrained(cls, path, *, max_seq_len=None, max_context_len=None, dtype=None, chat_template=None,
-                        cache_dir=None, threads=0, progress=None):
+                        cache_dir=None, threads=0, kv_type=None, progress=None):
         """Opens a program file, or exports a Hugging Face folder or a GGUF file on first use into a
         cache folder ($ETCH_CACHE_DIR, else ~/.cache/etch) and opens the result, reused while the
         source is unchanged. Export options: max_seq_len (the forward bound), max_context_len, dtype
         ("f32", "f16", "bf16"), chat_template. A program file was exported already: an option that
-        disagrees with it is an error, not ignored. progress(what, done, total) follows an export."""
+        disagrees with it is an error, not ignored. progress(what, done, total) follows an export.
+        kv_type ("f32", "f16", "q8") is the KV cache of the model's sessions (None: the program's)."""
         opts = {"max_seq_len": max_seq_len, "max_context_len": max_context_len, "dtype": dtype,
                 "chat_template": chat_template}
         for k in ("max_seq_len", "max_context_len"):
@@ -350,7 +359,7 @@ class ETModelForCausalLM(_Closing):
                 _int_arg(k, opts[k], 1, 1 << 20)
         cb = (lambda user, what, done, total: progress(what.decode(), done, total)) if progress else None
         prog, _ = _program_path(path, cache_dir, opts, cb)
-        m = cls(prog, threads)
+        m = cls(prog, threads, kv_type)
         if prog == path:  # a program file: its options are fixed
             meta = m.method_meta()
             for k in ("max_seq_len", "max_context_len", "dtype", "chat_template"):
@@ -365,9 +374,10 @@ class ETModelForCausalLM(_Closing):
             raise ValueError("this model is closed")
         return self._prog
 
-    def session(self, threads=0):
-        """A new conversation on this model: its own KV cache and stats."""
-        return Session(self, threads)
+    def session(self, threads=0, kv_type=None):
+        """A new conversation on this model: its own KV cache ("f32", "f16" or "q8"; None: the
+        program's) and stats."""
+        return Session(self, threads, kv_type)
 
     # -------------------------------------------------------------- metadata and tokens
 

@@ -108,12 +108,13 @@ etch_status etch_cached_program(const char *source, const char *cache_dir, const
     if (!realpath(source, abs)) return base_fail(err, ETCH_ERR_IO, "%s: %s", source, strerror(errno));
     uint64_t h = base_fnv1a(BASE_FNV_INIT, "etch-cache-1", 12);
     h = base_fnv1a(h, abs, strlen(abs) + 1);
-    etch_export_options o = {-4096, 0, NULL, NULL, NULL, NULL}; /* the command line's defaults */
+    etch_export_options o = {-4096, 0, NULL, NULL, NULL, NULL, NULL}; /* the command line's defaults */
     if (opt) o = *opt;
     int32_t nums[2] = {o.max_context_len, o.max_seq_len};
     h = base_fnv1a(h, nums, sizeof nums);
     h = base_fnv1a(h, o.dtype ? o.dtype : "-", strlen(o.dtype ? o.dtype : "-") + 1);
     h = base_fnv1a(h, o.chat_template ? o.chat_template : "-", strlen(o.chat_template ? o.chat_template : "-") + 1);
+    h = base_fnv1a(h, o.kv_type ? o.kv_type : "-", strlen(o.kv_type ? o.kv_type : "-") + 1);
     etch_status rc = kind == 1 ? (h = key_file(h, abs, &st), ETCH_OK) : key_folder(&h, abs, err);
     if (rc) return rc;
 

@@ -74,7 +74,7 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, uint16_t **scales,
 }
 
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    etch_export_options o = {0, 0, NULL, NULL, NULL, NULL};
+    etch_export_options o = {0, 0, NULL, NULL, NULL, NULL, NULL};
     if (opt) o = *opt;
     /* A negative context means "the model's, at most -N" (the command line's default for large models). */
     if (o.max_context_len < -(1 << 20) || o.max_context_len > (1 << 20))
@@ -92,6 +92,8 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     else if (strcmp(dtype, "f16") == 0) wtype = KERN_F16;
     else if (strcmp(dtype, "bf16") == 0) wtype = KERN_BF16;
     else return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not one of f32, f16, bf16", dtype);
+    if (o.kv_type && kern_kv_type_of(o.kv_type) < 0)
+        return base_fail(err, ETCH_ERR_ARG, "kv_type '%s' is not one of f32, f16, q8", o.kv_type);
     if (!strcmp(m->chat_template, "?") && !o.chat_template)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "%s: the chat template is not one etch recognizes (%s): pass --chat-template NAME or "
@@ -120,6 +122,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     }
     /* Method metadata, named as ExecuTorch's runner names its constant methods. */
     fmt_put_i32(w, "max_seq_len", seq);
+    if (o.kv_type) fmt_put_str(w, "kv_type", o.kv_type);
     fmt_put_i32(w, "max_context_len", ctx);
     fmt_put_i32(w, "use_kv_cache", 1);
     fmt_put_i32(w, "enable_dynamic_shape", seq > 1);

@@ -5,6 +5,18 @@
 
 size_t kern_wsize(int wtype) { return wtype == KERN_F32 ? 4 : 2; }
 
+size_t kern_kv_size(int kv_type) { return kv_type == KERN_KV_F32 ? 4 : kv_type == KERN_KV_F16 ? 2 : 1; }
+
+static const char *const kv_names[] = {"f32", "f16", "q8"};
+
+int kern_kv_type_of(const char *name) {
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, kv_names[i]) == 0) return i;
+    return -1;
+}
+
+const char *kern_kv_type_name(int kv_type) { return kv_type >= 0 && kv_type < 3 ? kv_names[kv_type] : "?"; }
+
 float kern_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
     if (exp == 0) {

@@ -13,6 +13,7 @@ static const kern_variant portable = {
     kern_matmul_i_ref,
     kern_quantize_x_ref,
     kern_attention_ref,
+    kern_kv_store_ref,
     kern_softmax_ref,
     kern_rmsnorm_ref,
     kern_swiglu_ref,
@@ -29,6 +30,7 @@ static const kern_variant avx2 = {
     kern_avx2_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_kv_store,
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
@@ -42,6 +44,7 @@ static const kern_variant avx2_vnni = {
     kern_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx2_attention,
+    kern_avx2_kv_store,
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
@@ -55,6 +58,7 @@ static const kern_variant avx512 = {
     kern_avx2_matmul_i,
     kern_avx2_quantize_x,
     kern_avx512_attention,
+    kern_avx2_kv_store,
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
@@ -68,6 +72,7 @@ static const kern_variant avx512_vnni = {
     kern_avx512_vnni_matmul_i,
     kern_avx2_quantize_x,
     kern_avx512_attention,
+    kern_avx2_kv_store,
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
@@ -161,9 +166,13 @@ void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *sta
     active->quantize_x(qx, x, n, k, stat);
 }
 
-void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                    const kern_att_shape *a, float *scores, int g_begin, int g_end) {
-    active->attention(out, q, k_cache, v_cache, n, start_pos, a, scores, g_begin, g_end);
+void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                    float *scores, int g_begin, int g_end) {
+    active->attention(out, q, kv, n, start_pos, a, scores, g_begin, g_end);
+}
+
+void kern_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a) {
+    active->kv_store(kv, k, v, n, start_pos, a);
 }
 
 void kern_softmax(float *x, int n) { active->softmax(x, n); }

@@ -47,6 +47,15 @@ void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float
 /* The plain-C `values`: a variant's tail after its last whole vector. */
 void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo);
 
+/* The KV store's row loop (reference.c), shared by every variant: f16_row converts n values, q8_head
+ * one head's values to int8 and its scale (kernels.h: KERN_KV_Q8); NaN has no int8 value. */
+typedef void (*kv_f16_row_fn)(uint16_t *dst, const float *x, size_t n);
+typedef void (*kv_q8_head_fn)(int8_t *dst, float *scale, const float *x, int hd);
+void kern_kv_store_rows(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a,
+                        kv_f16_row_fn f16_row, kv_q8_head_fn q8_head);
+void kern_kv_f16_row_ref(uint16_t *dst, const float *x, size_t n);
+void kern_kv_q8_head_ref(int8_t *dst, float *scale, const float *x, int hd);
+
 /* Seconds on the monotonic clock (the roofline probes). */
 double kern_seconds(void);
 
@@ -57,14 +66,17 @@ typedef void (*kern_matmul_fn)(float *y, int ldy, const float *x, const kern_mat
                                int o_end);
 typedef void (*kern_matmul_i_fn)(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k,
                                  int o_begin, int o_end);
-typedef void (*kern_attention_fn)(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                                  int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end);
+typedef void (*kern_attention_fn)(float *out, const float *q, const kern_kv *kv, int n, int start_pos,
+                                  const kern_att_shape *a, float *scores, int g_begin, int g_end);
+typedef void (*kern_kv_store_fn)(const kern_kv *kv, const float *k, const float *v, int n, int start_pos,
+                                 const kern_att_shape *a);
 typedef struct kern_variant {
     const char *name;
     kern_matmul_fn matmul[KERN_Q4 + 1];
     kern_matmul_i_fn matmul_i;
     void (*quantize_x)(kern_qx *qx, const float *x, int n, int k, const float *stat);
     kern_attention_fn attention;
+    kern_kv_store_fn kv_store;
     void (*softmax)(float *x, int n);
     void (*rmsnorm)(float *out, const float *x, const float *w, int n, int dim, float eps);
     void (*swiglu)(float *h, const float *g, size_t n);
@@ -93,12 +105,14 @@ void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 /* x86/avx512_vnni.c: vnni.c's GEMM with its dot loop on zmm registers (AVX512-VNNI). */
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
-void kern_avx2_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                         const kern_att_shape *a, float *scores, int g_begin, int g_end);
-/* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time, and rmsnorm. */
+void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                         float *scores, int g_begin, int g_end);
+/* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time, rmsnorm, and the KV store
+ * (F16C conversion, int8 rounding by cvtps). */
 void kern_avx2_softmax(float *x, int n);
 void kern_avx2_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
 void kern_avx2_swiglu(float *h, const float *g, size_t n);
+void kern_avx2_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a);
 /* x86/avx512_float.c: the float and weight-only Q8/Q4 matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
 void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_f16(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
@@ -107,8 +121,8 @@ void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *w,
 void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 double kern_avx512_fma_peak(double seconds);
 /* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
-void kern_avx512_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                           const kern_att_shape *a, float *scores, int g_begin, int g_end);
+void kern_avx512_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                           float *scores, int g_begin, int g_end);
 /* x86/avx2_peak.c: the machine's FMA peak and read bandwidth with 256-bit vectors. */
 double kern_avx2_fma_peak(double seconds);
 double kern_avx2_read_bandwidth(const float *buf, size_t n);

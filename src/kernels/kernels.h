@@ -175,18 +175,40 @@ typedef struct kern_att_shape {
     int cache_rows;   /* the key of position t is cache row t % cache_rows: a ring when smaller than the context */
 } kern_att_shape;
 
+/* KV cache element types. Q8 is int8 with one f32 scale per row and KV head: the head's largest
+ * magnitude / 127, each value round(x * 127 / largest) (to nearest even), so a key or value is q * scale. */
+enum { KERN_KV_F32 = 0, KERN_KV_F16 = 1, KERN_KV_Q8 = 2 };
+/* Bytes per cached value of a KV type (scales apart). */
+size_t kern_kv_size(int kv_type);
+/* "f32", "f16", "q8" and back; -1 for another name. */
+int kern_kv_type_of(const char *name);
+const char *kern_kv_type_name(int kv_type);
+
+/* One layer's KV cache as the attention kernels read it. */
+typedef struct kern_kv {
+    int type;                 /* KERN_KV_* */
+    void *k, *v;              /* [cache_rows, n_kv_heads*head_dim] values of `type` */
+    float *k_scale, *v_scale; /* Q8: [cache_rows, n_kv_heads]; NULL otherwise */
+} kern_kv;
+
+/* Writes k[n, kv_dim] and v[n, kv_dim], the keys and values of positions start_pos .. start_pos+n-1,
+ * into cache rows (start_pos + r) % a->cache_rows, converted to the cache's type. */
+void kern_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a);
+void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a);
+
 /* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for the
  * query heads of KV heads g_begin .. g_end-1 (threads split the KV heads; the query heads of a group
  * share every K and V row read).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
- *   k_cache, v_cache: [cache_rows, n_kv_heads*head_dim]; every key a query sees must be in its row
+ *   kv: [cache_rows, n_kv_heads*head_dim]; every key a query sees must be in its row
  *   scores: scratch [4 * (start_pos+n)]
+ * A Q8 score is (q . k_int) * k_scale / score_div, and a value row weighs softmax weight * v_scale.
  * Keys are summed in position order whatever the ring's rotation, so a query's result depends only on
  * its own keys: batched and one-token prefill agree exactly, windowed or not. */
-void kern_attention(float *out, const float *q, const float *k_cache, const float *v_cache, int n, int start_pos,
-                    const kern_att_shape *a, float *scores, int g_begin, int g_end);
-void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end);
+void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                    float *scores, int g_begin, int g_end);
+void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                        float *scores, int g_begin, int g_end);
 
 /* The machine's limits, measured: fused multiply-add throughput of one thread (GFLOP/s, counting
  * a multiply-add as 2) over about `seconds`, and the read bandwidth of summing buf (GB/s). */

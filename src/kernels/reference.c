@@ -86,28 +86,71 @@ void kern_matmul_portable(float *y, int ldy, const float *x, const kern_mat *w, 
     }
 }
 
-void kern_attention_ref(float *out, const float *q, const float *k_cache, const float *v_cache, int n,
-                        int start_pos, const kern_att_shape *a, float *scores, int g_begin, int g_end) {
-    int hd = a->head_dim, kv_dim = a->n_kv_heads * hd, group = a->n_heads / a->n_kv_heads;
+/* Cached value i of a cache of type `type`, widened (a Q8 value without its scale). */
+static float kv_at(int type, const void *base, size_t i) {
+    if (type == KERN_KV_F16) return kern_f16_to_f32(((const uint16_t *)base)[i]);
+    if (type == KERN_KV_Q8) return (float)((const int8_t *)base)[i];
+    return ((const float *)base)[i];
+}
+
+void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
+                        float *scores, int g_begin, int g_end) {
+    int hd = a->head_dim, kv_dim = a->n_kv_heads * hd, group = a->n_heads / a->n_kv_heads, q8 = kv->type == KERN_KV_Q8;
     for (int r = 0; r < n; r++) {
         int p = start_pos + r, lo = att_first_key(a, p), len = p - lo + 1;
         for (int h = g_begin * group; h < g_end * group; h++) {
             const float *qh = q + ((size_t)r * a->n_heads + h) * hd;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {
-                const float *kt = k_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
+                size_t row = (size_t)((lo + t) % a->cache_rows), kt = row * kv_dim + (size_t)kvh * hd;
                 float s = 0.0f;
-                for (int i = 0; i < hd; i++) s += qh[i] * kt[i];
+                for (int i = 0; i < hd; i++) s += qh[i] * kv_at(kv->type, kv->k, kt + i);
+                if (q8) s *= kv->k_scale[row * a->n_kv_heads + kvh];
                 scores[t] = s / a->score_div;
             }
             kern_softmax(scores, len);
             float *oh = out + ((size_t)r * a->n_heads + h) * hd;
             memset(oh, 0, (size_t)hd * sizeof *oh);
             for (int t = 0; t < len; t++) {
-                const float *vt = v_cache + (size_t)((lo + t) % a->cache_rows) * kv_dim + (size_t)kvh * hd;
+                size_t row = (size_t)((lo + t) % a->cache_rows), vt = row * kv_dim + (size_t)kvh * hd;
                 float w = scores[t];
-                for (int i = 0; i < hd; i++) oh[i] += w * vt[i];
+                if (q8) w *= kv->v_scale[row * a->n_kv_heads + kvh];
+                for (int i = 0; i < hd; i++) oh[i] += w * kv_at(kv->type, kv->v, vt + i);
             }
         }
     }
+}
+
+void kern_kv_f16_row_ref(uint16_t *dst, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = kern_f32_to_f16(x[i]);
+}
+
+void kern_kv_q8_head_ref(int8_t *dst, float *scale, const float *x, int hd) {
+    float amax = 0.0f;
+    for (int i = 0; i < hd; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    *scale = amax / 127.0f;
+    for (int i = 0; i < hd; i++) dst[i] = (int8_t)lrintf(x[i] * inv);
+}
+
+void kern_kv_store_rows(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a,
+                        kv_f16_row_fn f16_row, kv_q8_head_fn q8_head) {
+    size_t kv_dim = (size_t)a->n_kv_heads * a->head_dim, es = kern_kv_size(kv->type);
+    for (int r = 0; r < n; r++) {
+        size_t row = (size_t)((start_pos + r) % a->cache_rows);
+        const float *src[2] = {k + (size_t)r * kv_dim, v + (size_t)r * kv_dim};
+        char *dst[2] = {(char *)kv->k + row * kv_dim * es, (char *)kv->v + row * kv_dim * es};
+        float *scale[2] = {kv->k_scale, kv->v_scale};
+        for (int m = 0; m < 2; m++) {
+            if (kv->type == KERN_KV_F32) memcpy(dst[m], src[m], kv_dim * sizeof(float));
+            if (kv->type == KERN_KV_F16) f16_row((uint16_t *)dst[m], src[m], kv_dim);
+            for (int h = 0; kv->type == KERN_KV_Q8 && h < a->n_kv_heads; h++)
+                q8_head((int8_t *)dst[m] + (size_t)h * a->head_dim, scale[m] + row * a->n_kv_heads + h,
+                        src[m] + (size_t)h * a->head_dim, a->head_dim);
+        }
+    }
+}
+
+void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a) {
+    kern_kv_store_rows(kv, k, v, n, start_pos, a, kern_kv_f16_row_ref, kern_kv_q8_head_ref);
 }

@@ -13,9 +13,22 @@ int model_kv_rows(int window, int max_seq_len, int max_context_len) {
     return rows < max_context_len ? (int)rows : max_context_len;
 }
 
-etch_status model_state_new(const model_config *c, int n_threads, model_state *s, etch_error *err) {
+size_t model_kv_bytes(const model_config *c, int kv_type, size_t rows) {
+    size_t per_row = (size_t)c->n_kv_heads * (c->head_dim * kern_kv_size(kv_type) + (kv_type == KERN_KV_Q8 ? 4 : 0));
+    return 2 * rows * per_row;
+}
+
+kern_kv model_layer_kv(const model_config *c, const model_state *s, int l) {
+    size_t row = s->kv_off[l], kv_dim = (size_t)c->n_kv_heads * c->head_dim, es = kern_kv_size(s->kv_type);
+    kern_kv kv = {s->kv_type, (char *)s->k_cache + row * kv_dim * es, (char *)s->v_cache + row * kv_dim * es, NULL, NULL};
+    if (s->k_scale) kv.k_scale = s->k_scale + row * c->n_kv_heads, kv.v_scale = s->v_scale + row * c->n_kv_heads;
+    return kv;
+}
+
+etch_status model_state_new(const model_config *c, int n_threads, int kv_type, model_state *s, etch_error *err) {
     memset(s, 0, sizeof *s);
     s->n_threads = n_threads;
+    s->kv_type = kv_type;
     size_t rows = (size_t)c->max_seq_len, q_dim = (size_t)c->n_heads * c->head_dim;
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
     s->kv_off = base_malloc((size_t)c->n_layers * sizeof *s->kv_off);
@@ -23,15 +36,16 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
     size_t cache_rows = 0, tmp_rows = 0; /* scratch for a chunk that wraps a ring: only with rings */
     for (int l = 0; l < c->n_layers; l++) {
         s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
-        if (c->kv_rows[l] < c->max_context_len) tmp_rows = rows;
+        if (c->kv_rows[l] < c->max_context_len || kv_type != KERN_KV_F32) tmp_rows = rows;
     }
+    size_t es = kern_kv_size(kv_type), scales = kv_type == KERN_KV_Q8 ? cache_rows * c->n_kv_heads : 0;
     struct { float **p; size_t n; } plan[] = {
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
         {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
         {&s->k_tmp, tmp_rows * kv_dim},  {&s->v_tmp, tmp_rows * kv_dim},
-        {&s->k_cache, cache_rows * kv_dim}, {&s->v_cache, cache_rows * kv_dim},
+        {&s->k_scale, scales},           {&s->v_scale, scales},
         {&s->qx.scale, c->int_dot ? rows : 0},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
@@ -43,7 +57,14 @@ etch_status model_state_new(const model_config *c, int n_threads, model_state *s
         }
         s->bytes += plan[i].n * sizeof(float);
     }
-    s->kv_bytes = 2 * cache_rows * kv_dim * sizeof(float);
+    s->k_cache = base_calloc(cache_rows * kv_dim, es);
+    s->v_cache = base_calloc(cache_rows * kv_dim, es);
+    if (!s->k_cache || !s->v_cache) {
+        model_state_free(s);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of KV cache", 2 * cache_rows * kv_dim * es);
+    }
+    s->kv_bytes = model_kv_bytes(c, kv_type, cache_rows);
+    s->bytes += 2 * cache_rows * kv_dim * es;
     if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
         size_t widest = wide > (size_t)c->hidden_dim ? wide : (size_t)c->hidden_dim;
         s->qx.pairs = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.pairs);
@@ -64,6 +85,7 @@ void model_state_free(model_state *s) {
     if (!s) return;
     base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
     base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
+    base_free(s->k_scale), base_free(s->v_scale);
     base_free(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero), base_free(s->qx.psum), base_free(s->qx.bytes);
     memset(s, 0, sizeof *s);
 }
@@ -138,7 +160,7 @@ static void matmul(base_pool *pool, float *y, const float *x, const kern_qx *qx,
 typedef struct att_job {
     const model_config *c;
     model_state *s;
-    const float *kc, *vc;
+    kern_kv kv;
     kern_att_shape shape;
     int n, start_pos;
 } att_job;
@@ -153,13 +175,13 @@ static void att_task(void *ctx, int i, int nw) {
     if (n_kv >= nw || j->n < 8) {
         int b, e;
         base_split(n_kv, nw, i, 1, &b, &e);
-        if (b < e) kern_attention(j->s->xb, j->s->q, j->kc, j->vc, j->n, j->start_pos, &j->shape, scores, b, e);
+        if (b < e) kern_attention(j->s->xb, j->s->q, &j->kv, j->n, j->start_pos, &j->shape, scores, b, e);
         return;
     }
     const size_t row = (size_t)j->c->n_heads * j->c->head_dim;
     for (int r = 4 * i; r < j->n; r += 4 * nw) {
         int rows = j->n - r < 4 ? j->n - r : 4;
-        kern_attention(j->s->xb + r * row, j->s->q + r * row, j->kc, j->vc, rows, j->start_pos + r, &j->shape, scores, 0,
+        kern_attention(j->s->xb + r * row, j->s->q + r * row, &j->kv, rows, j->start_pos + r, &j->shape, scores, 0,
                        n_kv);
     }
 }
@@ -177,12 +199,6 @@ static void gate_task(void *ctx, int i, int nw) {
     if (b >= e) return;
     if (j->act == MODEL_ACT_GELU_TANH) kern_geglu(j->h + b, j->g + b, (size_t)(e - b));
     else kern_swiglu(j->h + b, j->g + b, (size_t)(e - b));
-}
-
-/* Copies n rows of kv_dim values at positions start_pos.. into a ring of `rows` rows. */
-static void ring_store(float *cache, const float *src, int n, int start_pos, int rows, int kv_dim) {
-    for (int r = 0; r < n; r++)
-        memcpy(cache + (size_t)((start_pos + r) % rows) * kv_dim, src + (size_t)r * kv_dim, (size_t)kv_dim * sizeof *src);
 }
 
 /* Row-wise work of a chunk, split over the pool's workers by rows: every row's result is the same
@@ -255,11 +271,13 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
         const int rows = c->kv_rows[l], slot = start_pos % rows, window = c->window[l];
-        float *kc = s->k_cache + s->kv_off[l] * kv_dim, *vc = s->v_cache + s->kv_off[l] * kv_dim;
-        /* k and v land directly in the cache rows, unless the chunk wraps around the ring */
-        const int direct = slot + n <= rows;
-        float *k_rows = direct ? kc + (size_t)slot * kv_dim : s->k_tmp;
-        float *v_rows = direct ? vc + (size_t)slot * kv_dim : s->v_tmp;
+        const kern_kv kv = model_layer_kv(c, s, l);
+        const kern_att_shape shape = {c->n_heads, c->n_kv_heads, hd, c->score_div, window, rows};
+        /* k and v land directly in an f32 cache's rows, unless the chunk wraps around the ring; else
+         * they are stored (converted) once RoPE is done */
+        const int direct = kv.type == KERN_KV_F32 && slot + n <= rows;
+        float *k_rows = direct ? (float *)kv.k + (size_t)slot * kv_dim : s->k_tmp;
+        float *v_rows = direct ? (float *)kv.v + (size_t)slot * kv_dim : s->v_tmp;
         const float *inv_freq = window ? c->inv_freq_local : c->inv_freq;
 
         /* attention: q, k, v for all n rows */
@@ -277,11 +295,8 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         }
         rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, start_pos, inv_freq, L, NULL};
         run_rows(pool, &qk);
-        if (!direct) {
-            ring_store(kc, k_rows, n, start_pos, rows, kv_dim);
-            ring_store(vc, v_rows, n, start_pos, rows, kv_dim);
-        }
-        att_job aj = {c, s, kc, vc, {c->n_heads, c->n_kv_heads, hd, c->score_div, window, rows}, n, start_pos};
+        if (!direct) kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
+        att_job aj = {c, s, kv, shape, n, start_pos};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);

@@ -79,19 +79,26 @@ typedef struct model_state {
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
     float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
-    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim] when a layer keeps a ring (a chunk that wraps it), else unused */
+    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: this chunk's keys and values before they are stored
+                           * (unused when the cache is f32 and has no ring: they land in it directly) */
     int n_threads;
-    float *k_cache;  /* [sum over layers of kv_rows[l], kv_dim]: layer l's rows start at kv_off[l] */
-    float *v_cache;  /* same shape */
+    int kv_type;     /* KERN_KV_F32, KERN_KV_F16 or KERN_KV_Q8 */
+    void *k_cache;   /* [sum over layers of kv_rows[l], kv_dim] values of kv_type: layer l's rows start at kv_off[l] */
+    void *v_cache;   /* same shape */
+    float *k_scale, *v_scale; /* Q8: [sum of kv_rows, n_kv_heads]; NULL otherwise */
     size_t *kv_off;  /* [n_layers] first row of each layer */
     kern_qx qx;      /* int8 activations [max_seq_len, widest input / 2] when the program has I8/I4 matrices */
     model_observer observe; /* NULL, or called at every site of every forward call */
     void *observe_user;
-    size_t kv_bytes; /* the K and V caches */
+    size_t kv_bytes; /* the K and V caches, with their scales */
     size_t bytes;    /* total allocated */
 } model_state;
 
-etch_status model_state_new(const model_config *c, int n_threads, model_state *s, etch_error *err);
+etch_status model_state_new(const model_config *c, int n_threads, int kv_type, model_state *s, etch_error *err);
+/* Bytes of K and V cache (scales included) that `rows` cache rows take with a cache of kv_type. */
+size_t model_kv_bytes(const model_config *c, int kv_type, size_t rows);
+/* Layer l's cache as the attention kernels see it. */
+kern_kv model_layer_kv(const model_config *c, const model_state *s, int l);
 void model_state_free(model_state *s);
 
 /* The forward pass of tokens[n] at positions start_pos .. start_pos+n-1. The caller has checked

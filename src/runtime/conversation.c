@@ -208,15 +208,23 @@ etch_status etch_chat_start(etch_session *s, const etch_chat_message *messages, 
 
 /* ------------------------------------------------------------------ session files */
 
-/* A session file: "ETCHSESS", u32 version 1, u64 the program's header checksum, i32 n_layers,
- * max_context_len, kv width, n_ctx, kv_end, pending, then ctx_ids[n_ctx], then per layer its K and V
- * rows (rows the layer keeps: all of a ring, 0..n_ctx-1 of a full cache), f32. */
+/* A session file: "ETCHSESS", u32 version 2, u64 the program's header checksum, i32 n_layers,
+ * max_context_len, kv width, n_ctx, kv_end, pending, KV type (KERN_KV_*), then ctx_ids[n_ctx], then
+ * per layer its K and V rows (rows the layer keeps: all of a ring, 0..n_ctx-1 of a full cache) as the
+ * cache holds them, then for Q8 the K and V rows' scales. Version 1 had no KV type: f32. */
 #define SESS_MAGIC "ETCHSESS"
 
 static size_t layer_rows(const etch_session *s, int32_t l) {
     const etch_program *p = s->prog;
     int32_t rows = p->cfg.kv_rows[l];
     return rows < p->meta.max_context_len ? (size_t)rows : (size_t)s->n_ctx;
+}
+
+/* Bytes of layer l's saved K (or V) rows, or with `scales` of their Q8 scales (0 for other types). */
+static size_t layer_bytes(const etch_session *s, int32_t l, int scales) {
+    const etch_method_meta *m = &s->prog->meta;
+    if (scales) return s->st.kv_type == KERN_KV_Q8 ? layer_rows(s, l) * (size_t)m->n_kv_heads * sizeof(float) : 0;
+    return layer_rows(s, l) * (size_t)m->n_kv_heads * m->head_dim * kern_kv_size(s->st.kv_type);
 }
 
 etch_status etch_session_save(etch_session *s, const char *path) {
@@ -228,16 +236,17 @@ etch_status etch_session_save(etch_session *s, const char *path) {
     etch_status st = base_out_open(&out, path, &err);
     if (st) return rt_fail(s, st, "%s", err.message);
     int32_t kvw = p->meta.n_kv_heads * p->meta.head_dim;
-    int32_t head[6] = {p->meta.n_layers, p->meta.max_context_len, kvw, s->n_ctx, s->kv_end, s->pending};
-    uint32_t version = 1;
+    int32_t head[7] = {p->meta.n_layers, p->meta.max_context_len, kvw, s->n_ctx, s->kv_end, s->pending, s->st.kv_type};
+    uint32_t version = 2;
     uint64_t sum = p->file.checksum;
     int ok = fwrite(SESS_MAGIC, 1, 8, out.f) == 8 && fwrite(&version, 4, 1, out.f) == 1 && fwrite(&sum, 8, 1, out.f) == 1 &&
-             fwrite(head, 4, 6, out.f) == 6 &&
+             fwrite(head, 4, 7, out.f) == 7 &&
              fwrite(s->ctx_ids, 4, (size_t)s->n_ctx, out.f) == (size_t)s->n_ctx;
     for (int32_t l = 0; ok && l < p->meta.n_layers; l++) {
-        size_t rows = layer_rows(s, l), off = s->st.kv_off[l] * (size_t)kvw;
-        ok = fwrite(s->st.k_cache + off, 4, rows * (size_t)kvw, out.f) == rows * (size_t)kvw &&
-             fwrite(s->st.v_cache + off, 4, rows * (size_t)kvw, out.f) == rows * (size_t)kvw;
+        size_t n = layer_bytes(s, l, 0), ns = layer_bytes(s, l, 1);
+        kern_kv kv = model_layer_kv(&p->cfg, &s->st, l);
+        ok = fwrite(kv.k, 1, n, out.f) == n && fwrite(kv.v, 1, n, out.f) == n &&
+             (!ns || (fwrite(kv.k_scale, 1, ns, out.f) == ns && fwrite(kv.v_scale, 1, ns, out.f) == ns));
     }
     if (!ok) {
         int e = errno;
@@ -257,7 +266,7 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     etch_status st = base_map_open(path, &map, &err);
     if (st) return rt_fail(s, st, "%s", err.message);
     base_cursor c = {map.data, 0, map.size, path, NULL, &err};
-    int32_t kvw = p->meta.n_kv_heads * p->meta.head_dim, head[6];
+    int32_t kvw = p->meta.n_kv_heads * p->meta.head_dim, head[7] = {0, 0, 0, 0, 0, 0, KERN_KV_F32};
     uint32_t version = 0;
     uint64_t sum = 0;
     if (map.size < 8 || memcmp(map.data, SESS_MAGIC, 8)) {
@@ -266,13 +275,13 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     c.pos = 8;
     if ((st = base_cur_u32(&c, &version, "version")) || (st = base_cur_u64(&c, &sum, "program checksum"))) goto bad;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < (version == 1 ? 6 : 7); i++) { /* version 1 kept an f32 cache */
         uint32_t v;
         if ((st = base_cur_u32(&c, &v, "header"))) goto bad;
         head[i] = (int32_t)v;
     }
-    if (version != 1) {
-        st = rt_fail(s, ETCH_ERR_UNSUPPORTED, "%s: session file version %u (this etch reads 1)", path, version);
+    if (version != 1 && version != 2) {
+        st = rt_fail(s, ETCH_ERR_UNSUPPORTED, "%s: session file version %u (this etch reads 1 and 2)", path, version);
         goto out;
     }
     if (sum != p->file.checksum || head[0] != p->meta.n_layers || head[1] != p->meta.max_context_len || head[2] != kvw) {
@@ -281,6 +290,11 @@ etch_status etch_session_load(etch_session *s, const char *path) {
                      "(checksum %016llx, %d layers, context %d)",
                      path, (unsigned long long)sum, head[0], head[1], (unsigned long long)p->file.checksum,
                      p->meta.n_layers, p->meta.max_context_len);
+        goto out;
+    }
+    if (head[6] != s->st.kv_type) {
+        st = rt_fail(s, ETCH_ERR_INPUT, "%s keeps a %s KV cache; this session keeps %s", path,
+                     kern_kv_type_name(head[6]), kern_kv_type_name(s->st.kv_type));
         goto out;
     }
     int32_t n_ctx = head[3], kv_end = head[4], pending = head[5];
@@ -302,7 +316,7 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     s->n_ctx = n_ctx; /* the rows' sizes follow from n_ctx */
     size_t total = 0;
-    for (int32_t l = 0; l < p->meta.n_layers; l++) total += 2 * layer_rows(s, l) * (size_t)kvw * 4;
+    for (int32_t l = 0; l < p->meta.n_layers; l++) total += 2 * (layer_bytes(s, l, 0) + layer_bytes(s, l, 1));
     if (c.end - c.pos != total) {
         s->n_ctx = 0;
         st = rt_fail(s, ETCH_ERR_FORMAT, "%s: %llu bytes of keys and values where %zu belong", path,
@@ -311,9 +325,12 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     memcpy(s->ctx_ids, ids, (size_t)n_ctx * 4);
     for (int32_t l = 0; l < p->meta.n_layers; l++) {
-        size_t rows = layer_rows(s, l), off = s->st.kv_off[l] * (size_t)kvw, nb = rows * (size_t)kvw * 4;
-        memcpy(s->st.k_cache + off, c.base + c.pos, nb), c.pos += nb;
-        memcpy(s->st.v_cache + off, c.base + c.pos, nb), c.pos += nb;
+        size_t n = layer_bytes(s, l, 0), ns = layer_bytes(s, l, 1);
+        kern_kv kv = model_layer_kv(&p->cfg, &s->st, l);
+        memcpy(kv.k, c.base + c.pos, n), c.pos += n;
+        memcpy(kv.v, c.base + c.pos, n), c.pos += n;
+        if (ns) memcpy(kv.k_scale, c.base + c.pos, ns), c.pos += ns;
+        if (ns) memcpy(kv.v_scale, c.base + c.pos, ns), c.pos += ns;
     }
     s->kv_end = kv_end;
     s->pending = pending;

@@ -174,7 +174,10 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
         if ((st = need_meta(p, path, "layer_window", FMT_I32, (uint32_t)m->n_layers, &lw, err))) return st;
         memcpy(p->window, lw->data, (size_t)m->n_layers * sizeof *p->window);
     }
-    int64_t kv_row_bytes = 2 * (int64_t)m->n_kv_heads * m->head_dim * (int64_t)sizeof(float);
+    if ((st = opt_str(p, path, "kv_type", ETCH_DEFAULT_KV_TYPE, &m->kv_type, err))) return st;
+    int kv_type = kern_kv_type_of(m->kv_type);
+    if (kv_type < 0)
+        return base_fail(err, ETCH_ERR_UNSUPPORTED, "%s: kv_type '%s' is not supported (f32, f16, q8)", path, m->kv_type);
     for (int l = 0; l < m->n_layers; l++) {
         if (p->window[l] < 0 || p->window[l] > big)
             return base_fail(err, ETCH_ERR_FORMAT, "%s: layer_window[%d] = %d is outside 0..%d", path, l, p->window[l], big);
@@ -184,8 +187,8 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
             m->n_window_layers++;
             if (p->window[l] > m->sliding_window) m->sliding_window = p->window[l];
         }
-        m->kv_cache_bytes += p->kv_rows[l] * kv_row_bytes;
-        m->kv_cache_full_bytes += m->max_context_len * kv_row_bytes;
+        m->kv_cache_bytes += (int64_t)model_kv_bytes(c, kv_type, (size_t)p->kv_rows[l]);
+        m->kv_cache_full_bytes += (int64_t)model_kv_bytes(c, kv_type, (size_t)m->max_context_len);
     }
     m->layer_window = p->window;
     c->window = p->window;

@@ -18,7 +18,16 @@ etch_status etch_session_new(etch_program *p, etch_session **out, etch_error *er
 }
 
 etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_session **out, etch_error *err) {
+    etch_session_options opt = {n_threads, NULL};
+    return etch_session_new_opts(p, &opt, out, err);
+}
+
+etch_status etch_session_new_opts(etch_program *p, const etch_session_options *opt, etch_session **out,
+                                  etch_error *err) {
     base_clear(err);
+    etch_session_options none = {0, NULL};
+    if (!opt) opt = &none;
+    int n_threads = opt->n_threads;
     if (n_threads < 0 || n_threads > 256) return base_fail(err, ETCH_ERR_ARG, "threads %d is outside 0..256", n_threads);
     if (n_threads == 0) n_threads = base_physical_cores();
     int online = base_online_cpus();
@@ -26,10 +35,13 @@ etch_status etch_session_new_threads(etch_program *p, int n_threads, etch_sessio
     if (!out) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: out is NULL");
     *out = NULL;
     if (!p) return base_fail(err, ETCH_ERR_ARG, "etch_session_new: program is NULL");
+    const char *kv_name = opt->kv_type ? opt->kv_type : p->meta.kv_type;
+    int kv_type = kern_kv_type_of(kv_name);
+    if (kv_type < 0) return base_fail(err, ETCH_ERR_ARG, "kv_type '%s' is not one of f32, f16, q8", kv_name);
     etch_session *s = base_calloc(1, sizeof *s);
     if (!s) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate a session");
     s->prog = p;
-    etch_status st = model_state_new(&p->cfg, n_threads, &s->st, err);
+    etch_status st = model_state_new(&p->cfg, n_threads, kv_type, &s->st, err);
     if (!st) st = base_pool_new(n_threads, &s->pool, err);
     if (st) {
         model_state_free(&s->st);
@@ -78,6 +90,8 @@ void etch_session_free(etch_session *s) {
 const char *etch_session_error(const etch_session *s) { return s ? s->error : "session is NULL"; }
 
 int etch_session_threads(const etch_session *s) { return s ? base_pool_size(s->pool) : 0; }
+
+const char *etch_session_kv_type(const etch_session *s) { return s ? kern_kv_type_name(s->st.kv_type) : "?"; }
 
 /* Appends the method metadata and the inputs of a forward call to buf: what ExecuTorch's runner
  * prints when a call fails, so a wrong call can be read off the message. */

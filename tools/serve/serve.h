@@ -21,6 +21,7 @@ typedef struct serve_config {
     size_t max_body;           /* bytes of a request body; past it: 413 */
     int timeout_s;             /* a connection idle this long is closed (a body that never finishes) */
     int max_tokens_default;    /* when a request names none */
+    const char *kv_type;       /* NULL: the program's */
 } serve_config;
 
 /* ------------------------------------------------------------------ slots (slots.c) */
@@ -40,7 +41,8 @@ typedef struct serve_slots {
     pthread_cond_t freed;
 } serve_slots;
 
-etch_status slots_init(serve_slots *q, etch_program *p, int n, int queue_max, int threads, etch_error *err);
+etch_status slots_init(serve_slots *q, etch_program *p, int n, int queue_max, const etch_session_options *so,
+                       etch_error *err);
 void slots_free(serve_slots *q);
 /* A free slot, the one whose cache shares the longest prefix with ids[n] (the least recently used on
  * ties), waiting up to wait_s seconds in the queue. NULL when the queue is full (*full set) or the

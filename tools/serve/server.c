@@ -380,7 +380,8 @@ int serve_run(const serve_config *cfg) {
      * backed is refused here, not by the kernel's out-of-memory killer later. */
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) etch_set_memory_budget((int64_t)pages * page / 10 * 9);
-    if (slots_init(&srv.slots, srv.p, cfg->n_slots, cfg->queue, cfg->threads, &err) != ETCH_OK) {
+    etch_session_options so = {cfg->threads, cfg->kv_type};
+    if (slots_init(&srv.slots, srv.p, cfg->n_slots, cfg->queue, &so, &err) != ETCH_OK) {
         fprintf(stderr, "etch serve: %s\n", err.message);
         etch_program_close(srv.p);
         return 1;

@@ -10,7 +10,8 @@
 #include <string.h>
 #include <time.h>
 
-etch_status slots_init(serve_slots *q, etch_program *p, int n, int queue_max, int threads, etch_error *err) {
+etch_status slots_init(serve_slots *q, etch_program *p, int n, int queue_max, const etch_session_options *so,
+                       etch_error *err) {
     memset(q, 0, sizeof *q);
     q->p = p;
     q->queue_max = queue_max;
@@ -23,7 +24,7 @@ etch_status slots_init(serve_slots *q, etch_program *p, int n, int queue_max, in
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->freed, NULL);
     for (int i = 0; i < n; i++) {
-        etch_status st = etch_session_new_threads(p, threads, &q->v[i].s, err);
+        etch_status st = etch_session_new_opts(p, so, &q->v[i].s, err);
         if (st) {
             q->n = i;
             slots_free(q);

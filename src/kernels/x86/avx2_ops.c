@@ -1,6 +1,7 @@
 /* kernels/x86/avx2_ops.c: softmax, SwiGLU and rmsnorm eight lanes at a time (AVX2 + FMA), with
  * kern_exp's operations in registers and sums in kern_sum_lanes' order: the same bits as the twins
- * in ops.c. */
+ * in ops.c; and the KV store's conversions (F16C's rounding to nearest even, cvtps' int8 rounding),
+ * the same bits as reference.c's. */
 #include "avx2.h"
 
 #include <math.h>
@@ -87,4 +88,40 @@ void kern_avx2_swiglu(float *h, const float *g, size_t n) {
         _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_loadu_ps(h + i), _mm256_mul_ps(v, s)));
     }
     kern_swiglu_ref(h + i, g + i, n - i);
+}
+
+static void kv_f16_row(uint16_t *dst, const float *x, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    kern_kv_f16_row_ref(dst + i, x + i, n - i);
+}
+
+static void kv_q8_head(int8_t *dst, float *scale, const float *x, int hd) {
+    if (hd % 32) {
+        kern_kv_q8_head_ref(dst, scale, x, hd);
+        return;
+    }
+    __m256 m = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < hd; i += 8) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h), inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    *scale = amax / 127.0f;
+    /* four vectors of int32 packed to 32 bytes: the packs interleave 128-bit lanes, the permute undoes it */
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int i = 0; i < hd; i += 32) {
+        __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
+        __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vinv));
+        __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), vinv));
+        __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), vinv));
+        __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_permutevar8x32_epi32(bytes, order));
+    }
+}
+
+void kern_avx2_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a) {
+    kern_kv_store_rows(kv, k, v, n, start_pos, a, kv_f16_row, kv_q8_head);
 }
