@@ -258,6 +258,24 @@ static void test_shift_and_files(void) {
     CHECK(etch_generate(t, " She", &cfg, NULL, NULL) == ETCH_OK, "go on after load: %s", etch_session_error(t));
     memcpy(b, etch_session_generated_ids(t, &n), sizeof b);
     CHECK(!memcmp(a, b, sizeof a), "save then load equals never having saved");
+    /* The same with an int8 cache (its values and scales saved as they are); a session keeping
+     * another type refuses the file by name. */
+    etch_session *q, *u;
+    etch_session_options q8 = {0, "q8"};
+    REQUIRE_VOID(etch_session_new_opts(p, &q8, &q, &err) == ETCH_OK && etch_session_new_opts(p, &q8, &u, &err) == ETCH_OK);
+    cfg.cache = ETCH_CACHE_RESET;
+    CHECK(etch_generate(q, "Lily had a red ball.", &cfg, NULL, NULL) == ETCH_OK, "gen q8");
+    CHECK(etch_session_save(q, path) == ETCH_OK && etch_session_load(u, path) == ETCH_OK, "q8 save and load: %s",
+          etch_session_error(u));
+    cfg.cache = ETCH_CACHE_CONTINUE;
+    CHECK(etch_generate(q, " She", &cfg, NULL, NULL) == ETCH_OK, "go on q8");
+    memcpy(a, etch_session_generated_ids(q, &n), sizeof a);
+    CHECK(etch_generate(u, " She", &cfg, NULL, NULL) == ETCH_OK, "go on q8 after load: %s", etch_session_error(u));
+    memcpy(b, etch_session_generated_ids(u, &n), sizeof b);
+    CHECK(!memcmp(a, b, sizeof a), "q8: save then load equals never having saved");
+    CHECK(etch_session_load(t, path) == ETCH_ERR_INPUT && strstr(etch_session_error(t), "q8 KV cache"),
+          "an f32 session refuses a q8 file: %s", etch_session_error(t));
+    etch_session_free(q), etch_session_free(u);
     etch_session_free(t);
     /* A file from another program is refused by name. */
     etch_program *other = open_chatml("conv-ctx128.etch", 128);

@@ -154,6 +154,21 @@ class TestNewUserEdges(unittest.TestCase):
             self.assertEqual(got_b, self.fresh("The cat", 8))
             self.assertEqual(a.stats()["generated_tokens"], 8)
 
+    def test_kv_types(self):
+        # an f16 cache keeps the reference's greedy text; each session says what it keeps
+        with open(os.path.join(S, "reference", "greedy_ids.json"), encoding="utf-8") as f:
+            want = json.load(f)["once_upon_a_time"]["generated_ids"]
+        with ETModelForCausalLM(self.program) as m:
+            self.assertEqual(m.method_meta()["kv_type"], m.session().kv_type)
+            with m.session(kv_type="f16") as s:
+                self.assertEqual(s.kv_type, "f16")
+                self.assertEqual([t.id for t in s.generate("Once upon a time", max_new_tokens=196)], want)
+            with m.session(kv_type="q8") as s:
+                self.assertEqual(s.kv_type, "q8")
+                self.assertEqual(len(list(s.generate("Once upon a time", max_new_tokens=20))), 20)
+            with self.assertRaises(ValueError):
+                m.session(kv_type="q4")
+
     def test_arguments_are_checked_not_wrapped(self):
         with ETModelForCausalLM(self.program) as m:
             with self.assertRaises(ValueError) as cm:
