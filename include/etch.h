@@ -67,7 +67,7 @@ typedef struct etch_program etch_program; /* an opened program file: immutable, 
 typedef struct etch_session etch_session; /* KV cache, workspace, stats: one per conversation */
 
 /* The KV cache of a program that names none (etch_method_meta.kv_type). */
-#define ETCH_DEFAULT_KV_TYPE "f32"
+#define ETCH_DEFAULT_KV_TYPE "f16"
 
 /* The method metadata of a program, with the names ExecuTorch's runner uses.
  * Every pointer is a view into the program and lives as long as it. */
@@ -154,7 +154,7 @@ typedef struct etch_export_options {
     int32_t max_seq_len;     /* 0: the default, 128; 1: a static program (one token per call).
                                 Clamped to max_context_len. */
     const char *dtype;       /* "f32", "f16", "bf16", or NULL: the source's (f16 for quantized GGUF,
-                                whose Q8_0/Q4_0 matrices then stay as they are, weight-only) */
+                                whose Q8_0/Q4_0/Q5_0/Q6_K matrices then stay as they are, weight-only) */
     const char *chat_template; /* NULL: recognized from the source; "none", "chatml", "qwen3",
                                   "llama3", "llama2": that one */
     void (*progress)(void *user, const char *what, int64_t done, int64_t total); /* NULL, or tensors
@@ -178,9 +178,9 @@ etch_status etch_export_llama2c(const char *model_path, const char *tokenizer_pa
 etch_status etch_export_hf(const char *dir, const char *out_path, const etch_export_options *opt,
                            etch_error *err);
 
-/* Converts a GGUF file (version 2 or 3; tensors F32, F16, BF16, Q8_0 and Q4_0 as they are, Q4_1, Q5_0,
- * Q5_1, Q4_K, Q5_K and Q6_K dequantized to f16; architectures llama, qwen2, qwen3, gemma3) with the
- * tokenizer it carries. */
+/* Converts a GGUF file (version 2 or 3; tensors F32, F16, BF16, Q8_0, Q4_0, Q5_0 and Q6_K as they are
+ * (Q5_0 and Q6_K as etch's int8 q8 with their scales, exact), Q4_1, Q5_1, Q4_K and Q5_K dequantized to
+ * f16; architectures llama, qwen2, qwen3, gemma3) with the tokenizer it carries. */
 etch_status etch_export_gguf(const char *path, const char *out_path, const etch_export_options *opt,
                              etch_error *err);
 

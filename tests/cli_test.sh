@@ -271,6 +271,13 @@ done
 check "eval: 310 tokens scored" test "$("$JSONQ" "$WORK/eval-self.json" tokens)" = 310
 check "eval against itself: KL 0, top-1 1" test "$("$JSONQ" "$WORK/eval-self.json" kl_mean)/$("$JSONQ" "$WORK/eval-self.json" top1_agreement)" = "0/1"
 check "eval against itself: the same perplexity" test "$("$JSONQ" "$WORK/eval-self.json" perplexity)" = "$("$JSONQ" "$WORK/eval-self.json" ref_perplexity)"
+# KV cache types: an f16 cache against an f32 one is nearly free, an int8 one costs more, both small
+"$ETCH" eval "$P" --text "$STORY" --ctx 64 --ref "$P" --kv-type f16 --ref-kv-type f32 --json >"$WORK/eval-kvf16.json"
+"$ETCH" eval "$P" --text "$STORY" --ctx 64 --ref "$P" --kv-type q8 --ref-kv-type f32 --json >"$WORK/eval-kvq8.json"
+kl16=$("$JSONQ" "$WORK/eval-kvf16.json" kl_mean) kl8=$("$JSONQ" "$WORK/eval-kvq8.json" kl_mean)
+check "eval: f16 KV cache KL $kl16 < q8's $kl8 < 0.01" python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (0 <= a < b < 0.01))" "$kl16" "$kl8"
+expect_error 2 "kv-type expects f32, f16 or q8, got 'q4'" -- "$ETCH" run "$P" -p hi --kv-type q4
+check "bench says the KV type" grep -q "KV cache per session: .* MiB, q8" <("$ETCH" bench "$P" -p 8 -n 2 -r 1 --kv-type q8 --no-sequential)
 check "eval: stories260K's perplexity on a story is low" awk -v p="$("$JSONQ" "$WORK/eval-self.json" perplexity)" 'BEGIN { exit !(p > 1 && p < 6) }'
 check "eval bf16: a small KL, most top-1 agree" awk -v k="$("$JSONQ" "$WORK/eval-bf16.json" kl_mean)" -v t="$("$JSONQ" "$WORK/eval-bf16.json" top1_agreement)" 'BEGIN { exit !(k > 0 && k < 0.01 && t > 0.95) }'
 check "eval table" "$ETCH" eval "$P" --text "$STORY" --ctx 64

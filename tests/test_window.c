@@ -72,7 +72,10 @@ static void test_chunk_sizes(const char *hf) {
             return;
         }
         const etch_method_meta *m = etch_program_meta(progs[i]);
-        int64_t ring = (int64_t)WINDOW + seqs[i] - 1, row = 2LL * m->n_kv_heads * m->head_dim * 4;
+        /* a K and a V row of the program's cache type (q8: a byte per value and a scale per head) */
+        int64_t width = !strcmp(m->kv_type, "f32") ? 4 * m->head_dim : !strcmp(m->kv_type, "f16") ? 2 * m->head_dim
+                                                                                                : m->head_dim + 4;
+        int64_t ring = (int64_t)WINDOW + seqs[i] - 1, row = 2LL * m->n_kv_heads * width;
         CHECK(m->sliding_window == WINDOW && m->n_window_layers == 5 && m->layer_window[5] == 0,
               "window %d in %d layers", m->sliding_window, m->n_window_layers);
         CHECK(m->kv_cache_bytes == (5 * ring + CTX) * row && m->kv_cache_full_bytes == 6LL * CTX * row,

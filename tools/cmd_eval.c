@@ -28,8 +28,9 @@ static const char eval_help[] =
     "  --ref FILE     a reference program with the same vocabulary (for example the unquantized one)\n"
     "  --ctx N        window length in tokens (2 or more)\n"
     "  -t N           threads (default: the physical cores)\n"
-    "  --kv-type T    the program's KV cache: f32, f16 or q8 (default: the program's); the reference\n"
-    "                 keeps an f32 cache, so --ref PROGRAM with --kv-type q8 measures the cache alone\n"
+    "  --kv-type T    the program's KV cache: f32, f16 or q8 (default: the program's)\n"
+    "  --ref-kv-type T  the reference's (default: its program's); --ref P --ref-kv-type f32 on P itself\n"
+    "                 with --kv-type q8 measures what the cache alone costs\n"
     "  --json         one JSON object: tokens, perplexity, and with --ref ref_perplexity, kl_mean, kl_p99,\n"
     "                 top1_agreement\n"
     "  -h, --help     this text\n";
@@ -74,7 +75,7 @@ int cmd_eval(int argc, char **argv) {
     cli_name = "etch eval";
     const char *path = NULL, *text_path = NULL, *ref_path = NULL;
     int ctx = 512, threads = 0, json = 0;
-    const char *kv_type = NULL;
+    const char *kv_type = NULL, *ref_kv_type = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         long x;
@@ -95,6 +96,8 @@ int cmd_eval(int argc, char **argv) {
             threads = (int)x;
         } else if (!strcmp(a, "--kv-type")) {
             if (!(kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--ref-kv-type")) {
+            if (!(ref_kv_type = cli_take_kv_type(argc, argv, &i))) return 2;
         } else if (a[0] == '-') {
             return cli_usage("unknown option '%s'", a);
         } else if (!path) {
@@ -146,7 +149,7 @@ int cmd_eval(int argc, char **argv) {
         cli_failf("%s: %d tokens, fewer than one window of %d", text_path, n_ids, ctx);
         goto done;
     }
-    etch_session_options so = {threads, kv_type}, ref_so = {threads, "f32"};
+    etch_session_options so = {threads, kv_type}, ref_so = {threads, ref_kv_type};
     if (etch_session_new_opts(p, &so, &s, &err) != ETCH_OK || (r && etch_session_new_opts(r, &ref_so, &rs, &err) != ETCH_OK)) {
         rc = cli_failf("%s", err.message);
         goto done;

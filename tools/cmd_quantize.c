@@ -21,7 +21,7 @@ static const char quantize_help[] =
     "  8da4w   int4 weights in groups of 32 x int8 activations per token\n"
     "  a8w8    int8 weights per channel x int8 activations with a static scale and zero point per\n"
     "          layer input, calibrated: needs --calib\n"
-    "A program whose layers are already q8 or q4 (a GGUF's Q8_0/Q4_0 kept as they are) converts to\n"
+    "A program whose layers are already q8 or q4 (a GGUF's Q8_0/Q4_0/Q5_0/Q6_K kept as they are) converts to\n"
     "8da8w or a8w8 (q8) and 8da4w (q4) with its values and groups as they are, nothing rounded again.\n"
     "\n"
     "  --group-size N   values per scale along the input (default: the scheme's)\n"

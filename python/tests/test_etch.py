@@ -71,7 +71,8 @@ class TestEtch(unittest.TestCase):
         # the whole C struct is mirrored: the window and KV fields read through (5 layers, no window)
         self.assertEqual((meta["sliding_window"], meta["n_window_layers"], meta["layer_window"]), (0, 0, [0] * 5))
         self.assertEqual(meta["kv_cache_bytes"], meta["kv_cache_full_bytes"])
-        self.assertEqual(meta["kv_cache_bytes"], 2 * 5 * 512 * meta["n_kv_heads"] * meta["head_dim"] * 4)
+        width = {"f32": 4, "f16": 2}[meta["kv_type"]]  # bytes per cached value
+        self.assertEqual(meta["kv_cache_bytes"], 2 * 5 * 512 * meta["n_kv_heads"] * meta["head_dim"] * width)
         list(self.m.generate("Once", max_new_tokens=3))
         st = self.m.stats()
         for k in ("prompt_tokens", "generated_tokens", "model_load_start_ms", "inference_start_ms", "first_token_ms",

@@ -1,5 +1,5 @@
 /* export: the program writer. A reader's in-memory model (readers/) becomes one program file: weights
- * converted once into the layout the kernels read (GGUF Q8_0/Q4_0 repacked bit for bit), the
+ * converted once into the layout the kernels read (GGUF Q8_0/Q4_0/Q5_0/Q6_K repacked exactly), the
  * tokenizer and the method metadata; etch_export_{llama2c,hf,gguf} read, then write. */
 #include "export.h"
 
@@ -48,25 +48,31 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
     return *owned = out;
 }
 
-/* A GGUF Q8_0 or Q4_0 matrix repacked into etch's Q8 or Q4 panels without touching a value or a
- * scale: groups of 32 along k, each block's f16 scale as it is. */
-static etch_status repack_gguf(const imp_tensor *t, void **q, uint16_t **scales, uint64_t *rows_out) {
-    int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), n_groups = k / 32;
-    int q8 = t->src_type == IMP_Q8_0;
-    size_t block = q8 ? 34 : 18;
-    *q = base_calloc(q8 ? (size_t)rows * k : (size_t)rows * k / 2, 1);
-    *scales = base_calloc((size_t)rows * n_groups, sizeof **scales);
+/* A GGUF matrix whose weights are integers times a scale per group (imp_int_group: Q8_0, Q4_0, Q5_0,
+ * Q6_K) repacked into etch's panels without rounding a value or a scale: Q4_0 into Q4, the others
+ * into Q8 (Q5_0's -16..15 and Q6_K's -32..31 are int8 values), groups as the source has them, the
+ * scales as f16 bits where the source stores them so (*f32_scales 0), else as f32 (Q6_K: d times the
+ * sub-block's scale, exact in f32). Each value is weight / scale: exact, as the weight is the
+ * product. *q and *scales are malloc'ed. */
+static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, int *f32_scales, uint64_t *rows_out) {
+    int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), group = imp_int_group(t->src_type);
+    int n_groups = k / group, q4 = t->src_type == IMP_Q4_0;
+    *f32_scales = t->src_type == IMP_Q6_K;
+    *q = base_calloc(q4 ? (size_t)rows * k / 2 : (size_t)rows * k, 1);
+    *scales = base_calloc((size_t)rows * n_groups, *f32_scales ? 4 : 2);
     if (!*q || !*scales) return ETCH_ERR_NOMEM;
-    if (!q8) memset(*q, 0x88, (size_t)rows * k / 2); /* zero is stored as 8 in both nibbles */
-    const uint8_t *src = t->data;
+    if (q4) memset(*q, 0x88, (size_t)rows * k / 2); /* zero is stored as 8 in both nibbles */
     for (int o = 0; o < d; o++)
         for (int g = 0; g < n_groups; g++) {
-            const uint8_t *b = src + ((size_t)o * n_groups + (size_t)g) * block;
-            memcpy(&(*scales)[kern_packed_index(o, g, n_groups)], b, 2);
-            for (int j = 0; j < 32; j++) {
-                int kk = g * 32 + j;
-                if (q8) ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)b[2 + j];
-                else kern_q4_put(*q, o, kk, k, (j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4)) - 8);
+            size_t first = (size_t)o * k + (size_t)g * group, at = kern_packed_index(o, g, n_groups);
+            int32_t bits;
+            float s = imp_group_scale(t, first, &bits);
+            if (*f32_scales) ((float *)*scales)[at] = s;
+            else ((uint16_t *)*scales)[at] = (uint16_t)bits;
+            for (int j = 0; j < group; j++) {
+                int kk = g * group + j, v = s != 0.0f ? (int)(imp_tensor_at(t, first + j) / s) : 0;
+                if (q4) kern_q4_put(*q, o, kk, k, v);
+                else ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)v;
             }
         }
     *rows_out = (uint64_t)rows;
@@ -199,27 +205,28 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_i32(w, "tokenizer.match_added", m->tok_match_added);
     fmt_put_i32(w, "tokenizer.nfc", m->tok_nfc);
     if (m->tok_pretok) fmt_put_str(w, "tokenizer.pretok", m->tok_pretok);
-    /* GGUF's Q8_0 and Q4_0 matrices stay as they are unless a dtype was asked for. */
+    /* GGUF's Q8_0, Q4_0, Q5_0 and Q6_K matrices stay as they are (repacked, exact) unless a dtype was
+     * asked for. */
     int keep_quant = !o.dtype, kept = 0;
-    for (int32_t i = 0; i < m->n_tensors; i++)
-        kept |= keep_quant && m->tensors[i].matrix && (m->tensors[i].src_type == IMP_Q8_0 || m->tensors[i].src_type == IMP_Q4_0);
+    for (int32_t i = 0; i < m->n_tensors; i++) kept |= keep_quant && m->tensors[i].matrix && imp_int_group(m->tensors[i].src_type);
     if (kept) fmt_put_str(w, "quant.scheme", "gguf");
     /* Weights, converted once: matrices to the program's dtype, norms and biases to f32. */
     for (int32_t i = 0; i < m->n_tensors; i++) {
         const imp_tensor *t = &m->tensors[i];
         int target = t->matrix ? wtype : KERN_F32;
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
-        if (keep_quant && t->matrix && (t->src_type == IMP_Q8_0 || t->src_type == IMP_Q4_0)) {
-            uint64_t sdims[2] = {0, t->dims[1] / 32};
-            if (repack_gguf(t, &conv[i], (uint16_t **)&conv[m->n_tensors + i], &dims[0])) {
+        if (keep_quant && t->matrix && imp_int_group(t->src_type)) {
+            uint64_t sdims[2] = {0, t->dims[1] / (uint64_t)imp_int_group(t->src_type)};
+            int f32_scales;
+            if (repack_gguf(t, &conv[i], &conv[m->n_tensors + i], &f32_scales, &dims[0])) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
                 break;
             }
             char sname[112];
             snprintf(sname, sizeof sname, "%s.scale", t->name);
             sdims[0] = dims[0];
-            fmt_add_tensor(w, t->name, t->src_type == IMP_Q8_0 ? FMT_DT_Q8 : FMT_DT_Q4, 2, dims, conv[i]);
-            fmt_add_tensor(w, sname, FMT_DT_F16, 2, sdims, conv[m->n_tensors + i]);
+            fmt_add_tensor(w, t->name, t->src_type == IMP_Q4_0 ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
+            fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, conv[m->n_tensors + i]);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }

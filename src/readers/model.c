@@ -118,6 +118,28 @@ static float k_block_at(int type, const uint8_t *p, size_t i) {
     return d1 * (float)q - m1;
 }
 
+int imp_int_group(int src_type) {
+    switch (src_type) {
+    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q5_0: return 32;
+    case IMP_Q6_K: return 16;
+    }
+    return 0;
+}
+
+float imp_group_scale(const imp_tensor *t, size_t i, int32_t *f16_bits) {
+    const uint8_t *p = t->data;
+    if (t->src_type == IMP_Q6_K) { /* d * scales[j / 16], d the super-block's f16 at byte 208 */
+        const uint8_t *b = p + (i / 256) * 210;
+        *f16_bits = -1;
+        return half_at(b + 208) * (float)((const int8_t *)(b + 192))[i % 256 / 16];
+    }
+    const uint8_t *b = p + (i / 32) * (t->src_type == IMP_Q8_0 ? 34 : t->src_type == IMP_Q5_0 ? 22 : 18);
+    uint16_t h;
+    memcpy(&h, b, 2);
+    *f16_bits = h;
+    return kern_f16_to_f32(h);
+}
+
 /* Element i of a source tensor as f32. Q8_0 and Q4_0 are GGML's 32-element blocks: an f16 scale
  * then 32 int8 values (Q8_0), or 16 bytes of 4-bit values offset by 8 (Q4_0; low nibbles are
  * elements 0..15, high nibbles 16..31). */

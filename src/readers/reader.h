@@ -74,6 +74,13 @@ imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const v
                            uint64_t cols, int matrix);
 /* Element i of a tensor as f32 (Q8_0 and Q4_0: value times its block's scale). */
 float imp_tensor_at(const imp_tensor *t, size_t i);
+/* GGML types whose every weight is an integer times one scale per group of a row, with no offset:
+ * the group size (Q8_0, Q4_0, Q5_0: 32; Q6_K: 16, its scale d * sub-block scale), else 0. For those,
+ * imp_group_scale is the scale of the group that element i begins, exactly as GGML's dequantization
+ * multiplies it (element = scale * integer with no rounding: the products fit in 24 bits), and
+ * *f16_bits its f16 bits when the type stores it as one f16 (Q8_0, Q4_0, Q5_0), else -1. */
+int imp_int_group(int src_type);
+float imp_group_scale(const imp_tensor *t, size_t i, int32_t *f16_bits);
 /* The tensor's n values widened to f32 (n = rows * cols). */
 void imp_tensor_f32(const imp_tensor *t, float *out);
 /* Sets the sliding window of every layer: windowed iff is_windowed[l] (NULL: all). 0 on allocation failure. */

@@ -35,14 +35,14 @@ setup)
   # Qwen3 with Q8_0 and Q4_0 weights: kept as they are, and dequantized to f32 for comparison.
   for q in q8_0 q4_0; do
     "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format gguf --seed 11 $shapes --dtype $q -o "$WORK/qwen3-$q.gguf"
-    "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-gguf.etch" --max-context-len 512
-    "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-f32.etch" --max-context-len 512 --dtype f32
+    "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-gguf.etch" --max-context-len 512 --kv-type f32
+    "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-f32.etch" --max-context-len 512 --kv-type f32 --dtype f32
   done
   for m in qwen3 llama llama3 gemma3; do
-    "$ETCH" export --gguf "$WORK/$m.gguf" -o "$WORK/$m-gguf.etch" --max-context-len 512
-    "$ETCH" export --hf "$WORK/$m-hf" -o "$WORK/$m-hf.etch" --max-context-len 512
+    "$ETCH" export --gguf "$WORK/$m.gguf" -o "$WORK/$m-gguf.etch" --max-context-len 512 --kv-type f32
+    "$ETCH" export --hf "$WORK/$m-hf" -o "$WORK/$m-hf.etch" --max-context-len 512 --kv-type f32
   done
-  "$ETCH" export --gguf "$WORK/gemma3-nowindow.gguf" -o "$WORK/gemma3-nowindow.etch" --max-context-len 512
+  "$ETCH" export --gguf "$WORK/gemma3-nowindow.gguf" -o "$WORK/gemma3-nowindow.etch" --max-context-len 512 --kv-type f32
   js corpus.mjs >"$WORK/corpus.json"
   echo "setup done"
   ;;

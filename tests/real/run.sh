@@ -43,7 +43,7 @@ fail=0
 for model in smol gemma; do
   if [ $model = smol ]; then src=$SMOL chat=(--chat); else src=$GEMMA chat=(); fi
   prog=$WORK/$model.etch
-  "$ETCH" export --gguf "$src" -o "$prog" 2>/dev/null
+  "$ETCH" export --gguf "$src" -o "$prog" --kv-type f32 2>/dev/null # llama.cpp keeps f32 too (conformance/llamacpp.mjs)
   # the prompts' ids as etch renders and tokenizes them; llama.cpp is given the same ids
   python3 - "$ETCH" "$prog" "$here/prompts.txt" "$WORK/$model-prompts.json" "${chat[@]}" <<'PY'
 import json, subprocess, sys
