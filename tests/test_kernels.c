@@ -365,11 +365,11 @@ static void test_rope(void) {
           "half pins pair (1, 1+D/2)");
 }
 
-/* A cached value as attention reads it: widened, times its scale (Q8). */
-static double kv_value(const kern_kv *kv, const void *base, const float *scale, int row, int kvh, int i, int nkv, int hd) {
-    size_t at = ((size_t)row * nkv + kvh) * hd + i;
+/* A cached value as attention reads it (head-major: kern_kv): widened, times its scale (Q8). */
+static double kv_value(const kern_kv *kv, const void *base, const float *scale, int row, int kvh, int i, int rows, int hd) {
+    size_t at = ((size_t)kvh * rows + row) * hd + i;
     if (kv->type == KERN_KV_F16) return kern_f16_to_f32(((const uint16_t *)base)[at]);
-    if (kv->type == KERN_KV_Q8) return ((const int8_t *)base)[at] * (double)scale[row * nkv + kvh];
+    if (kv->type == KERN_KV_Q8) return ((const int8_t *)base)[at] * (double)scale[kvh * rows + row];
     return ((const float *)base)[at];
 }
 
@@ -411,7 +411,7 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
             for (int t = lo; t <= p; t++) {
                 s[t] = s32[t] = 0;
                 for (int i = 0; i < HD; i++) {
-                    s[t] += (double)q[(r * NH + h) * HD + i] * kv_value(&kv, kr, ks, t % rows, kvh, i, NKV, HD);
+                    s[t] += (double)q[(r * NH + h) * HD + i] * kv_value(&kv, kr, ks, t % rows, kvh, i, rows, HD);
                     s32[t] += (double)q[(r * NH + h) * HD + i] * kc[(t * NKV + kvh) * HD + i];
                 }
                 s[t] /= score_div, s32[t] /= score_div;
@@ -421,7 +421,7 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
             for (int i = 0; i < HD; i++) {
                 double o = 0, o32 = 0;
                 for (int t = lo; t <= p; t++) {
-                    o += s[t] / sum * kv_value(&kv, vr, vs, t % rows, kvh, i, NKV, HD);
+                    o += s[t] / sum * kv_value(&kv, vr, vs, t % rows, kvh, i, rows, HD);
                     o32 += s32[t] / sum32 * vc[(t * NKV + kvh) * HD + i];
                 }
                 e = fmax(e, fabs(o - out[(r * NH + h) * HD + i]));
@@ -476,8 +476,8 @@ static void test_kv_store(const char *v) {
             double worst = 0; /* the last position (7) is in row 3, over the first (the ring wrapped) */
             for (int h = 0; h < NKV; h++)
                 for (int i = 0; i < hd; i++) {
-                    double x = vv[4 * kvd + h * hd + i], s = vsc[0][3 * NKV + h];
-                    worst = fmax(worst, fabs(x - ((int8_t *)vb[0])[3 * kvd + h * hd + i] * s) / s);
+                    double x = vv[4 * kvd + h * hd + i], s = vsc[0][h * ROWS + 3];
+                    worst = fmax(worst, fabs(x - ((int8_t *)vb[0])[(h * ROWS + 3) * hd + i] * s) / s);
                 }
             CHECK(worst <= 0.5 + 1e-3, "q8 store rounds to the nearest step (worst %g steps)", worst);
             CHECK(ksc[0][0] == 0.0f && ((int8_t *)kb[0])[0] == 0, "a row of zeros (position 4, row 0) has scale 0");

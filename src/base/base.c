@@ -109,6 +109,16 @@ void base_free(void *p) {
     else alloc_fn(alloc_ud, p, 0);
 }
 
+void base_advise_huge(void *p, size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20, b = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    e = ((uintptr_t)p + bytes) & ~(huge - 1);
+    if (p && e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
 char *base_strndup(const char *s, size_t n) {
     size_t len = strnlen(s, n);
     char *d = base_malloc(len + 1);

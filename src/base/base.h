@@ -37,6 +37,11 @@ void base_clear(etch_error *err);
  * readings never go backwards. */
 double base_now_us(void);
 
+/* Asks the kernel for 2 MiB pages over the whole 2 MiB blocks of [p, p + bytes) (Linux's
+ * MADV_HUGEPAGE; a no-op elsewhere, or when refused): for large buffers read with strides, where
+ * 4 KiB pages cost a TLB miss every row or two. Call it before the pages are first touched. */
+void base_advise_huge(void *p, size_t bytes);
+
 /* A read-only mapping of a whole file. */
 typedef struct base_map {
     const uint8_t *data; /* [size], NULL for an empty file */

@@ -184,11 +184,14 @@ size_t kern_kv_size(int kv_type);
 int kern_kv_type_of(const char *name);
 const char *kern_kv_type_name(int kv_type);
 
-/* One layer's KV cache as the attention kernels read it. */
+/* One layer's KV cache as the attention kernels read it, head-major: each KV head's rows are
+ * contiguous, so attention streams a head's keys and values instead of taking head_dim values out of
+ * every n_kv_heads*head_dim (over a long context that stride defeats the hardware prefetchers, which
+ * stop at 4 KiB pages, and decode waited on memory latency). */
 typedef struct kern_kv {
     int type;                 /* KERN_KV_* */
-    void *k, *v;              /* [cache_rows, n_kv_heads*head_dim] values of `type` */
-    float *k_scale, *v_scale; /* Q8: [cache_rows, n_kv_heads]; NULL otherwise */
+    void *k, *v;              /* [n_kv_heads, cache_rows, head_dim] values of `type` */
+    float *k_scale, *v_scale; /* Q8: [n_kv_heads, cache_rows]; NULL otherwise */
 } kern_kv;
 
 /* Writes k[n, kv_dim] and v[n, kv_dim], the keys and values of positions start_pos .. start_pos+n-1,
@@ -200,7 +203,7 @@ void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n,
  * query heads of KV heads g_begin .. g_end-1 (threads split the KV heads; the query heads of a group
  * share every K and V row read).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
- *   kv: [cache_rows, n_kv_heads*head_dim]; every key a query sees must be in its row
+ *   kv: [n_kv_heads, cache_rows, head_dim]; every key a query sees must be in its row
  *   scores: scratch [4 * (start_pos+n)]
  * A Q8 score is (q . k_int) * k_scale / score_div, and a value row weighs softmax weight * v_scale.
  * Keys are summed in position order whatever the ring's rotation, so a query's result depends only on

@@ -95,27 +95,27 @@ static float kv_at(int type, const void *base, size_t i) {
 
 void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                         float *scores, int g_begin, int g_end) {
-    int hd = a->head_dim, kv_dim = a->n_kv_heads * hd, group = a->n_heads / a->n_kv_heads, q8 = kv->type == KERN_KV_Q8;
+    int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, q8 = kv->type == KERN_KV_Q8;
     for (int r = 0; r < n; r++) {
         int p = start_pos + r, lo = att_first_key(a, p), len = p - lo + 1;
         for (int h = g_begin * group; h < g_end * group; h++) {
             const float *qh = q + ((size_t)r * a->n_heads + h) * hd;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {
-                size_t row = (size_t)((lo + t) % a->cache_rows), kt = row * kv_dim + (size_t)kvh * hd;
+                size_t row = (size_t)kvh * a->cache_rows + (size_t)((lo + t) % a->cache_rows);
                 float s = 0.0f;
-                for (int i = 0; i < hd; i++) s += qh[i] * kv_at(kv->type, kv->k, kt + i);
-                if (q8) s *= kv->k_scale[row * a->n_kv_heads + kvh];
+                for (int i = 0; i < hd; i++) s += qh[i] * kv_at(kv->type, kv->k, row * hd + i);
+                if (q8) s *= kv->k_scale[row];
                 scores[t] = s / a->score_div;
             }
             kern_softmax(scores, len);
             float *oh = out + ((size_t)r * a->n_heads + h) * hd;
             memset(oh, 0, (size_t)hd * sizeof *oh);
             for (int t = 0; t < len; t++) {
-                size_t row = (size_t)((lo + t) % a->cache_rows), vt = row * kv_dim + (size_t)kvh * hd;
+                size_t row = (size_t)kvh * a->cache_rows + (size_t)((lo + t) % a->cache_rows);
                 float w = scores[t];
-                if (q8) w *= kv->v_scale[row * a->n_kv_heads + kvh];
-                for (int i = 0; i < hd; i++) oh[i] += w * kv_at(kv->type, kv->v, vt + i);
+                if (q8) w *= kv->v_scale[row];
+                for (int i = 0; i < hd; i++) oh[i] += w * kv_at(kv->type, kv->v, row * hd + i);
             }
         }
     }
@@ -135,20 +135,18 @@ void kern_kv_q8_head_ref(int8_t *dst, float *scale, const float *x, int hd) {
 
 void kern_kv_store_rows(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a,
                         kv_f16_row_fn f16_row, kv_q8_head_fn q8_head) {
-    size_t kv_dim = (size_t)a->n_kv_heads * a->head_dim, es = kern_kv_size(kv->type);
-    for (int r = 0; r < n; r++) {
-        size_t row = (size_t)((start_pos + r) % a->cache_rows);
-        const float *src[2] = {k + (size_t)r * kv_dim, v + (size_t)r * kv_dim};
-        char *dst[2] = {(char *)kv->k + row * kv_dim * es, (char *)kv->v + row * kv_dim * es};
-        float *scale[2] = {kv->k_scale, kv->v_scale};
-        for (int m = 0; m < 2; m++) {
-            if (kv->type == KERN_KV_F32) memcpy(dst[m], src[m], kv_dim * sizeof(float));
-            if (kv->type == KERN_KV_F16) f16_row((uint16_t *)dst[m], src[m], kv_dim);
-            for (int h = 0; kv->type == KERN_KV_Q8 && h < a->n_kv_heads; h++)
-                q8_head((int8_t *)dst[m] + (size_t)h * a->head_dim, scale[m] + row * a->n_kv_heads + h,
-                        src[m] + (size_t)h * a->head_dim, a->head_dim);
+    size_t hd = (size_t)a->head_dim, kv_dim = (size_t)a->n_kv_heads * hd, es = kern_kv_size(kv->type);
+    for (int r = 0; r < n; r++)
+        for (int h = 0; h < a->n_kv_heads; h++) {
+            size_t row = (size_t)h * a->cache_rows + (size_t)((start_pos + r) % a->cache_rows);
+            const float *src[2] = {k + r * kv_dim + h * hd, v + r * kv_dim + h * hd};
+            char *dst[2] = {(char *)kv->k + row * hd * es, (char *)kv->v + row * hd * es};
+            for (int m = 0; m < 2; m++) {
+                if (kv->type == KERN_KV_F32) memcpy(dst[m], src[m], hd * sizeof(float));
+                if (kv->type == KERN_KV_F16) f16_row((uint16_t *)dst[m], src[m], hd);
+                if (kv->type == KERN_KV_Q8) q8_head((int8_t *)dst[m], (m ? kv->v_scale : kv->k_scale) + row, src[m], (int)hd);
+            }
         }
-    }
 }
 
 void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a) {

@@ -33,18 +33,15 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
     size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
     s->kv_off = base_malloc((size_t)c->n_layers * sizeof *s->kv_off);
     if (!s->kv_off) return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the cache table");
-    size_t cache_rows = 0, tmp_rows = 0; /* scratch for a chunk that wraps a ring: only with rings */
-    for (int l = 0; l < c->n_layers; l++) {
-        s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
-        if (c->kv_rows[l] < c->max_context_len || kv_type != KERN_KV_F32) tmp_rows = rows;
-    }
+    size_t cache_rows = 0;
+    for (int l = 0; l < c->n_layers; l++) s->kv_off[l] = cache_rows, cache_rows += (size_t)c->kv_rows[l];
     size_t es = kern_kv_size(kv_type), scales = kv_type == KERN_KV_Q8 ? cache_rows * c->n_kv_heads : 0;
     struct { float **p; size_t n; } plan[] = {
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
         {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
-        {&s->k_tmp, tmp_rows * kv_dim},  {&s->v_tmp, tmp_rows * kv_dim},
+        {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
         {&s->k_scale, scales},           {&s->v_scale, scales},
         {&s->qx.scale, c->int_dot ? rows : 0},
     };
@@ -63,6 +60,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         model_state_free(s);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of KV cache", 2 * cache_rows * kv_dim * es);
     }
+    base_advise_huge(s->k_cache, cache_rows * kv_dim * es), base_advise_huge(s->v_cache, cache_rows * kv_dim * es);
     s->kv_bytes = model_kv_bytes(c, kv_type, cache_rows);
     s->bytes += 2 * cache_rows * kv_dim * es;
     if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
@@ -270,14 +268,11 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
 
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
-        const int rows = c->kv_rows[l], slot = start_pos % rows, window = c->window[l];
+        const int rows = c->kv_rows[l], window = c->window[l];
         const kern_kv kv = model_layer_kv(c, s, l);
         const kern_att_shape shape = {c->n_heads, c->n_kv_heads, hd, c->score_div, window, rows};
-        /* k and v land directly in an f32 cache's rows, unless the chunk wraps around the ring; else
-         * they are stored (converted) once RoPE is done */
-        const int direct = kv.type == KERN_KV_F32 && slot + n <= rows;
-        float *k_rows = direct ? (float *)kv.k + (size_t)slot * kv_dim : s->k_tmp;
-        float *v_rows = direct ? (float *)kv.v + (size_t)slot * kv_dim : s->v_tmp;
+        /* k and v rows of the chunk, stored into the cache (head-major, converted) once RoPE is done */
+        float *k_rows = s->k_tmp, *v_rows = s->v_tmp;
         const float *inv_freq = window ? c->inv_freq_local : c->inv_freq;
 
         /* attention: q, k, v for all n rows */
@@ -295,7 +290,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         }
         rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, start_pos, inv_freq, L, NULL};
         run_rows(pool, &qk);
-        if (!direct) kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
+        kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);

@@ -79,13 +79,13 @@ typedef struct model_state {
     float *hb;       /* [max_seq_len, hidden_dim] */
     float *hb2;      /* [max_seq_len, hidden_dim] */
     float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
-    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: this chunk's keys and values before they are stored
-                           * (unused when the cache is f32 and has no ring: they land in it directly) */
+    float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: this chunk's keys and values before they are stored */
     int n_threads;
     int kv_type;     /* KERN_KV_F32, KERN_KV_F16 or KERN_KV_Q8 */
-    void *k_cache;   /* [sum over layers of kv_rows[l], kv_dim] values of kv_type: layer l's rows start at kv_off[l] */
+    void *k_cache;   /* values of kv_type: layer l's block [n_kv_heads, kv_rows[l], head_dim] (kern_kv) starts
+                      * at element kv_off[l] * kv_dim */
     void *v_cache;   /* same shape */
-    float *k_scale, *v_scale; /* Q8: [sum of kv_rows, n_kv_heads]; NULL otherwise */
+    float *k_scale, *v_scale; /* Q8: layer l's [n_kv_heads, kv_rows[l]] at kv_off[l] * n_kv_heads; else NULL */
     size_t *kv_off;  /* [n_layers] first row of each layer */
     kern_qx qx;      /* int8 activations [max_seq_len, widest input / 2] when the program has I8/I4 matrices */
     model_observer observe; /* NULL, or called at every site of every forward call */

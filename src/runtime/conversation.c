@@ -210,8 +210,9 @@ etch_status etch_chat_start(etch_session *s, const etch_chat_message *messages, 
 
 /* A session file: "ETCHSESS", u32 version 2, u64 the program's header checksum, i32 n_layers,
  * max_context_len, kv width, n_ctx, kv_end, pending, KV type (KERN_KV_*), then ctx_ids[n_ctx], then
- * per layer its K and V rows (rows the layer keeps: all of a ring, 0..n_ctx-1 of a full cache) as the
- * cache holds them, then for Q8 the K and V rows' scales. Version 1 had no KV type: f32. */
+ * per layer its K rows head by head (the rows the layer keeps: all of a ring, 0..n_ctx-1 of a full
+ * cache) as the cache holds them, its V rows, and for Q8 the K and V rows' scales, head by head.
+ * Version 1 (an f32 cache row by row) is refused. */
 #define SESS_MAGIC "ETCHSESS"
 
 static size_t layer_rows(const etch_session *s, int32_t l) {
@@ -220,11 +221,22 @@ static size_t layer_rows(const etch_session *s, int32_t l) {
     return rows < p->meta.max_context_len ? (size_t)rows : (size_t)s->n_ctx;
 }
 
-/* Bytes of layer l's saved K (or V) rows, or with `scales` of their Q8 scales (0 for other types). */
-static size_t layer_bytes(const etch_session *s, int32_t l, int scales) {
-    const etch_method_meta *m = &s->prog->meta;
-    if (scales) return s->st.kv_type == KERN_KV_Q8 ? layer_rows(s, l) * (size_t)m->n_kv_heads * sizeof(float) : 0;
-    return layer_rows(s, l) * (size_t)m->n_kv_heads * m->head_dim * kern_kv_size(s->st.kv_type);
+/* The parts of layer l's cache a session file holds, in order: K, V, and for Q8 the K and V scales.
+ * Each is [n_kv_heads, kv rows, unit bytes] (kern_kv); of each head the first layer_rows rows are
+ * saved. Returns how many parts (2 or 4). */
+typedef struct kv_part {
+    char *base;
+    size_t unit, head; /* bytes of a row, and of a head's rows */
+} kv_part;
+
+static int layer_parts(const etch_session *s, int32_t l, kv_part part[4]) {
+    const etch_program *p = s->prog;
+    kern_kv kv = model_layer_kv(&p->cfg, &s->st, l);
+    size_t rows = (size_t)p->cfg.kv_rows[l], unit = (size_t)p->meta.head_dim * kern_kv_size(s->st.kv_type);
+    part[0] = (kv_part){kv.k, unit, rows * unit}, part[1] = (kv_part){kv.v, unit, rows * unit};
+    if (s->st.kv_type != KERN_KV_Q8) return 2;
+    part[2] = (kv_part){(char *)kv.k_scale, 4, rows * 4}, part[3] = (kv_part){(char *)kv.v_scale, 4, rows * 4};
+    return 4;
 }
 
 etch_status etch_session_save(etch_session *s, const char *path) {
@@ -243,10 +255,12 @@ etch_status etch_session_save(etch_session *s, const char *path) {
              fwrite(head, 4, 7, out.f) == 7 &&
              fwrite(s->ctx_ids, 4, (size_t)s->n_ctx, out.f) == (size_t)s->n_ctx;
     for (int32_t l = 0; ok && l < p->meta.n_layers; l++) {
-        size_t n = layer_bytes(s, l, 0), ns = layer_bytes(s, l, 1);
-        kern_kv kv = model_layer_kv(&p->cfg, &s->st, l);
-        ok = fwrite(kv.k, 1, n, out.f) == n && fwrite(kv.v, 1, n, out.f) == n &&
-             (!ns || (fwrite(kv.k_scale, 1, ns, out.f) == ns && fwrite(kv.v_scale, 1, ns, out.f) == ns));
+        kv_part part[4];
+        int n_parts = layer_parts(s, l, part);
+        size_t rows = layer_rows(s, l);
+        for (int i = 0; ok && i < n_parts; i++)
+            for (int32_t h = 0; ok && h < p->meta.n_kv_heads; h++)
+                ok = fwrite(part[i].base + (size_t)h * part[i].head, 1, rows * part[i].unit, out.f) == rows * part[i].unit;
     }
     if (!ok) {
         int e = errno;
@@ -266,7 +280,7 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     etch_status st = base_map_open(path, &map, &err);
     if (st) return rt_fail(s, st, "%s", err.message);
     base_cursor c = {map.data, 0, map.size, path, NULL, &err};
-    int32_t kvw = p->meta.n_kv_heads * p->meta.head_dim, head[7] = {0, 0, 0, 0, 0, 0, KERN_KV_F32};
+    int32_t kvw = p->meta.n_kv_heads * p->meta.head_dim, head[7];
     uint32_t version = 0;
     uint64_t sum = 0;
     if (map.size < 8 || memcmp(map.data, SESS_MAGIC, 8)) {
@@ -275,14 +289,14 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     c.pos = 8;
     if ((st = base_cur_u32(&c, &version, "version")) || (st = base_cur_u64(&c, &sum, "program checksum"))) goto bad;
-    for (int i = 0; i < (version == 1 ? 6 : 7); i++) { /* version 1 kept an f32 cache */
+    if (version != 2) { /* version 1 kept an f32 cache row by row, before caches were head-major */
+        st = rt_fail(s, ETCH_ERR_UNSUPPORTED, "%s: session file version %u (this etch reads 2)", path, version);
+        goto out;
+    }
+    for (int i = 0; i < 7; i++) {
         uint32_t v;
         if ((st = base_cur_u32(&c, &v, "header"))) goto bad;
         head[i] = (int32_t)v;
-    }
-    if (version != 1 && version != 2) {
-        st = rt_fail(s, ETCH_ERR_UNSUPPORTED, "%s: session file version %u (this etch reads 1 and 2)", path, version);
-        goto out;
     }
     if (sum != p->file.checksum || head[0] != p->meta.n_layers || head[1] != p->meta.max_context_len || head[2] != kvw) {
         st = rt_fail(s, ETCH_ERR_INPUT,
@@ -316,7 +330,11 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     s->n_ctx = n_ctx; /* the rows' sizes follow from n_ctx */
     size_t total = 0;
-    for (int32_t l = 0; l < p->meta.n_layers; l++) total += 2 * (layer_bytes(s, l, 0) + layer_bytes(s, l, 1));
+    for (int32_t l = 0; l < p->meta.n_layers; l++) {
+        kv_part part[4];
+        for (int i = 0, n_parts = layer_parts(s, l, part); i < n_parts; i++)
+            total += (size_t)p->meta.n_kv_heads * layer_rows(s, l) * part[i].unit;
+    }
     if (c.end - c.pos != total) {
         s->n_ctx = 0;
         st = rt_fail(s, ETCH_ERR_FORMAT, "%s: %llu bytes of keys and values where %zu belong", path,
@@ -325,12 +343,12 @@ etch_status etch_session_load(etch_session *s, const char *path) {
     }
     memcpy(s->ctx_ids, ids, (size_t)n_ctx * 4);
     for (int32_t l = 0; l < p->meta.n_layers; l++) {
-        size_t n = layer_bytes(s, l, 0), ns = layer_bytes(s, l, 1);
-        kern_kv kv = model_layer_kv(&p->cfg, &s->st, l);
-        memcpy(kv.k, c.base + c.pos, n), c.pos += n;
-        memcpy(kv.v, c.base + c.pos, n), c.pos += n;
-        if (ns) memcpy(kv.k_scale, c.base + c.pos, ns), c.pos += ns;
-        if (ns) memcpy(kv.v_scale, c.base + c.pos, ns), c.pos += ns;
+        kv_part part[4];
+        int n_parts = layer_parts(s, l, part);
+        size_t rows = layer_rows(s, l);
+        for (int i = 0; i < n_parts; i++)
+            for (int32_t h = 0; h < p->meta.n_kv_heads; h++)
+                memcpy(part[i].base + (size_t)h * part[i].head, c.base + c.pos, rows * part[i].unit), c.pos += rows * part[i].unit;
     }
     s->kv_end = kv_end;
     s->pending = pending;

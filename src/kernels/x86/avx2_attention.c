@@ -55,8 +55,8 @@ typedef struct att_run {
  * score indices lo[i] .. hi[i] of the block's span; its softmax covers exactly those, and the other
  * keys get weight 0, which leaves its sums unchanged: a query's result does not depend on the block
  * it shares. The span lies in one or two runs of cache rows (two when it wraps around a ring). */
-/* The cache is of type kt (kbase, vbase: the head's first value in row 0); a Q8 cache's scales are
- * ks[row * n_kv], vs[row * n_kv]. */
+/* The cache is of type kt (kbase, vbase: the head's first value in row 0, rows `stride` values
+ * apart); a Q8 cache's scales are ks[row * n_kv], vs[row * n_kv]. */
 static INLINE void att_block(int kt, int R, const float *const *q, float *const *out, const int *lo, const int *hi,
                              const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
                              const float *vs, size_t n_kv, size_t stride, int hd, float div, float *sc, size_t sc_stride) {
@@ -136,16 +136,17 @@ static INLINE void att_block(int kt, int R, const float *const *q, float *const 
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
                              const kern_att_shape *as, float *scores, int g_begin, int g_end) {
-    int hd = as->head_dim, kv_dim = as->n_kv_heads * hd, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
-    size_t esize = kern_kv_size(kt), n_kv = (size_t)as->n_kv_heads;
+    int hd = as->head_dim, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
+    size_t esize = kern_kv_size(kt), head = (size_t)C * hd; /* a head's rows are contiguous (kernels.h) */
     size_t row = (size_t)as->n_heads * hd;
     /* Score rows: a block's span is at most the context, or the window plus the three rows a block of
      * four queries can cover beyond the first. */
     size_t sc_stride = (size_t)(start_pos + n);
     if (as->window > 0 && (size_t)as->window + 3 < sc_stride) sc_stride = (size_t)as->window + 3;
     for (int g = g_begin; g < g_end; g++) {
-        const void *kbase = (const char *)kv->k + (size_t)g * hd * esize, *vbase = (const char *)kv->v + (size_t)g * hd * esize;
-        const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + g : NULL, *vs = kt == KERN_KV_Q8 ? kv->v_scale + g : NULL;
+        const void *kbase = (const char *)kv->k + g * head * esize, *vbase = (const char *)kv->v + g * head * esize;
+        const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + (size_t)g * C : NULL;
+        const float *vs = kt == KERN_KV_Q8 ? kv->v_scale + (size_t)g * C : NULL;
         /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
         int total = n * group;
         for (int b = 0; b < total; b += 4) {
@@ -170,10 +171,10 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
                 n_runs = 2;
             }
             switch (R) { /* the block size known to the compiler */
-            case 4: att_block(kt, 4, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, n_kv, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
-            case 3: att_block(kt, 3, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, n_kv, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
-            case 2: att_block(kt, 2, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, n_kv, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
-            default: att_block(kt, 1, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, n_kv, (size_t)kv_dim, hd, as->score_div, scores, sc_stride); break;
+            case 4: att_block(kt, 4, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
+            case 3: att_block(kt, 3, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
+            case 2: att_block(kt, 2, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
+            default: att_block(kt, 1, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
             }
         }
     }
