@@ -154,6 +154,11 @@ check "tokenize --batch" test "$("$ETCH" tokenize "$WORK/q.etch" --batch "$WORK/
 check "inspect shows qk_norm and f16" grep -q "qk_norm: 1" "$WORK/inspect.q"
 check "inspect shows f16 tensors" grep -q "blk.0.attn_q.weight .* f16" "$WORK/inspect.q"
 check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
+# a Q8_0 GGUF kept as it is, then converted to 8da8w: quantize says nothing was rounded again
+"$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype q8_0 --seed 3 -o "$WORK/q8.gguf"
+"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>/dev/null
+"$ETCH" quantize "$WORK/q8.etch" -o "$WORK/q8-8da8w.etch" --scheme 8da8w 2>"$WORK/q8-8da8w.log"
+check "quantize says which matrices kept their values" grep -q "matrices converted as they were, nothing rounded again; 0 rounded" "$WORK/q8-8da8w.log"
 expect_error 2 "give one source" -- "$ETCH" export --hf a --gguf b -o c
 expect_error 2 "--tokenizer goes with --llama2c" -- "$ETCH" export --hf a --tokenizer b -o c
 expect_error 2 "--dtype expects f32, f16 or bf16" -- "$ETCH" export --hf a -o c --dtype q4_0

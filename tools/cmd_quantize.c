@@ -135,6 +135,21 @@ int cmd_quantize(int argc, char **argv) {
     if (b.file_size > a.file_size + a.file_size / 100 && !o.qembedding && etch_program_meta(src)->tied_embeddings)
         fprintf(stderr, "%s: note: the output is larger than its input: this model's embedding table is tied to its "
                         "classifier and stays in the input's type; --qembedding 8w or 4w quantizes it too\n", cli_name);
+    /* Which matrices kept their values (already q8/q4 in the input: a GGUF's Q8_0, Q4_0, Q5_0, Q6_K) and
+     * which were rounded from float, said when the input had any of the first kind. */
+    int kept = 0, rounded = 0;
+    etch_tensor_info ti, to;
+    for (int32_t i = 0; etch_program_tensor(src, i, &ti) == ETCH_OK; i++) {
+        int quant_in = !strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4");
+        for (int32_t j = 0; ti.ndim == 2 && etch_program_tensor(p, j, &to) == ETCH_OK; j++)
+            if (!strcmp(to.name, ti.name)) {
+                if (strcmp(to.dtype, ti.dtype)) quant_in ? kept++ : rounded++;
+                break;
+            }
+    }
+    if (kept)
+        fprintf(stderr, "%d matri%s converted as %s were, nothing rounded again; %d rounded from float weights\n", kept,
+                kept == 1 ? "x" : "ces", kept == 1 ? "it" : "they", rounded);
     etch_program_close(src);
     etch_program_close(p);
     return 0;
