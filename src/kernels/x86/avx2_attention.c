@@ -55,18 +55,19 @@ typedef struct att_run {
  * score indices lo[i] .. hi[i] of the block's span; its softmax covers exactly those, and the other
  * keys get weight 0, which leaves its sums unchanged: a query's result does not depend on the block
  * it shares. The span lies in one or two runs of cache rows (two when it wraps around a ring). */
-/* The cache is of type kt (kbase, vbase: the head's first value in row 0, rows `stride` values
- * apart); a Q8 cache's scales are ks[row * n_kv], vs[row * n_kv]. */
+/* The cache is of type kt, one KV head's rows (kbase, vbase: its row 0, rows hd values apart); a Q8
+ * cache's scales are ks[row], vs[row]. */
 static INLINE void att_block(int kt, int R, const float *const *q, float *const *out, const int *lo, const int *hi,
                              const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
-                             const float *vs, size_t n_kv, size_t stride, int hd, float div, float *sc, size_t sc_stride) {
+                             const float *vs, int hd, float div, float *sc, size_t sc_stride) {
+    const size_t stride = (size_t)hd;
     /* Eight FMA chains whatever R is: KS keys at a time for Q.K, VL vectors per query for A.V. */
     const int KS = R == 1 ? 8 : R == 2 ? 4 : 2, VL = KS;
     int span = 0;
     for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
     for (int g = 0; g < n_runs; g++) {
         size_t kr = runs[g].row * stride;
-        const float *ksr = kt == KERN_KV_Q8 ? ks + runs[g].row * n_kv : NULL;
+        const float *ksr = kt == KERN_KV_Q8 ? ks + runs[g].row : NULL;
         float *s0 = sc + runs[g].off;
         int t = 0, count = runs[g].count;
         for (; t + KS <= count; t += KS) {
@@ -84,7 +85,7 @@ static INLINE void att_block(int kt, int R, const float *const *q, float *const 
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
                 _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) {
                     float d = hsum(a[r * KS + c]);
-                    if (kt == KERN_KV_Q8) d *= ksr[(size_t)(t + c) * n_kv];
+                    if (kt == KERN_KV_Q8) d *= ksr[t + c];
                     s0[r * sc_stride + t + c] = d / div;
                 }
         }
@@ -93,7 +94,7 @@ static INLINE void att_block(int kt, int R, const float *const *q, float *const 
                 vec a = v_zero();
                 for (int i = 0; i < hd; i += LANES) a = v_fma(v_load(q[r] + i), kv_load(kt, kbase, kr + (size_t)t * stride + i), a);
                 float d = hsum(a);
-                if (kt == KERN_KV_Q8) d *= ksr[(size_t)t * n_kv];
+                if (kt == KERN_KV_Q8) d *= ksr[t];
                 s0[r * sc_stride + t] = d / div;
             }
     }
@@ -103,7 +104,7 @@ static INLINE void att_block(int kt, int R, const float *const *q, float *const 
         for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
         for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
         for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
-            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[(runs[g].row + (size_t)u) * n_kv];
+            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
     }
     int i = 0;
     for (; i + LANES * VL <= hd; i += LANES * VL) {
@@ -171,10 +172,10 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
                 n_runs = 2;
             }
             switch (R) { /* the block size known to the compiler */
-            case 4: att_block(kt, 4, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
-            case 3: att_block(kt, 3, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
-            case 2: att_block(kt, 2, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
-            default: att_block(kt, 1, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, 1, (size_t)hd, hd, as->score_div, scores, sc_stride); break;
+            case 4: att_block(kt, 4, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
+            case 3: att_block(kt, 3, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
+            case 2: att_block(kt, 2, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
+            default: att_block(kt, 1, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
             }
         }
     }
