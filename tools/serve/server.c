@@ -126,6 +126,9 @@ static int next_event(conn *k) {
     } else if (!k->final_sent) {
         k->final_sent = 1;
         k->ev = api_chunk(&k->req, k->id, model, "", 0, 0, etch_session_stats(k->slot->s));
+        /* the slot's work ends here: released before the client can read [DONE] and send its next
+         * turn, which should find the slot that holds its history free */
+        finish_request(k);
     } else if (!k->done_sent) {
         k->done_sent = 1;
         k->ev = strdup("data: [DONE]\n\n");
