@@ -26,7 +26,7 @@ const client = async (i) => {
   for (let k = 0; Date.now() < until; k++) {
     const p = prompts[(i + k) % prompts.length];
     let r;
-    try { r = await ask(p, (i + k) % 2 === 0); } catch (e) { counts.other++; console.error("lost:", e.message); continue; }
+    try { r = await ask(p, (i + k) % 2 === 0); } catch (e) { counts.other++; console.error("lost:", e.message, e.cause?.code ?? e.cause?.message ?? ""); continue; }
     if (r.status === 200) {
       counts[200]++;
       if (r.text !== want[p] || r.done === false) { counts.mixed++; console.error("mixed:", p, JSON.stringify(r.text)); }
