@@ -159,6 +159,21 @@ check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
 "$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>/dev/null
 "$ETCH" quantize "$WORK/q8.etch" -o "$WORK/q8-8da8w.etch" --scheme 8da8w 2>"$WORK/q8-8da8w.log"
 check "quantize says which matrices kept their values" grep -q "matrices converted as they were, nothing rounded again; 0 rounded" "$WORK/q8-8da8w.log"
+# GGUF types with mins (Q4_K into q4, Q5_1 into q8) are kept with them; quantize rounds their weights
+# as it rounds the same weights dequantized to f32: the two programs give the same logits (KL 0)
+for t in q4_k:8da4w q5_1:8da8w; do
+  q=${t%:*} scheme=${t#*:}
+  "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype $q --layers 2 --dim 256 \
+    --hidden-dim 512 --heads 4 --kv-heads 2 --seed 3 -o "$WORK/$q.gguf" >/dev/null
+  "$ETCH" export --gguf "$WORK/$q.gguf" -o "$WORK/$q.etch" 2>/dev/null
+  "$ETCH" export --gguf "$WORK/$q.gguf" -o "$WORK/$q-f32.etch" --dtype f32 2>/dev/null
+  "$ETCH" inspect "$WORK/$q.etch" --no-verify-data >"$WORK/$q.inspect"
+  check "$q is kept with its mins" grep -q "blk.0.ffn_up.weight.min .* \[512, 8\]" "$WORK/$q.inspect"
+  "$ETCH" quantize "$WORK/$q.etch" -o "$WORK/$q-$scheme.etch" --scheme $scheme --qembedding 4w 2>/dev/null
+  "$ETCH" quantize "$WORK/$q-f32.etch" -o "$WORK/$q-f32-$scheme.etch" --scheme $scheme --qembedding 4w 2>/dev/null
+  "$ETCH" eval "$WORK/$q-$scheme.etch" --text "$(dirname "$0")/data/heldout.txt" --ctx 64 --ref "$WORK/$q-f32-$scheme.etch" >"$WORK/$q.eval" 2>&1
+  check "$q to $scheme rounds what f32 rounds" grep -q "KL(reference || program): mean 0, 99th percentile 0$" "$WORK/$q.eval"
+done
 expect_error 2 "give one source" -- "$ETCH" export --hf a --gguf b -o c
 expect_error 2 "--tokenizer goes with --llama2c" -- "$ETCH" export --hf a --tokenizer b -o c
 expect_error 2 "--dtype expects f32, f16 or bf16" -- "$ETCH" export --hf a -o c --dtype q4_0

@@ -25,10 +25,26 @@ static double max_err(const float *a, const float *b, size_t n) {
     return e;
 }
 
+/* Weight types of test_matmul: the kernel types, then Q8 and Q4 with mins (GGUF's Q5_1/Q5_K, Q4_1/Q4_K). */
+enum { WT_Q8_MIN = KERN_Q4 + 1, WT_Q4_MIN, WT_COUNT };
+static const char *wt_names[] = {"f32", "f16", "bf16", "q8", "q4", "q8+min", "q4+min"};
+
 /* A packed matrix of each type from the same f32 values [d, k] rounded (or quantized with groups
- * of `group`, scales of scale_type) to that type. w and sc hold 4 bytes per packed element. */
-static kern_mat make_weights(void *w, void *sc, const float *src, int d, int k, int wtype, int group, int scale_type) {
-    kern_mat m = {w, NULL, wtype, 0, NULL, NULL, scale_type};
+ * of `group`, scales of scale_type) to that type; with mins (mn, as many as the scales) random ones,
+ * the values then read unsigned. w and sc hold 4 bytes per packed element. */
+static kern_mat make_weights(void *w, void *sc, void *mn, const float *src, int d, int k, int wtype, int group, int scale_type) {
+    kern_mat m = {w, NULL, wtype, 0, NULL, NULL, scale_type, NULL};
+    if (wtype >= WT_Q8_MIN) {
+        m = make_weights(w, sc, NULL, src, d, k, wtype == WT_Q8_MIN ? KERN_Q8 : KERN_Q4, group, scale_type);
+        size_t n = (size_t)kern_packed_rows(d) * (size_t)kern_q_groups(k, m.group);
+        for (size_t i = 0; i < n; i++) {
+            float v = 0.1f * frand();
+            if (scale_type == KERN_F16) ((uint16_t *)mn)[i] = kern_f32_to_f16(v);
+            else ((float *)mn)[i] = v;
+        }
+        m.mins = mn;
+        return m;
+    }
     if (wtype == KERN_Q8 || wtype == KERN_Q4) {
         m.scales = sc;
         m.group = kern_quantize(w, sc, scale_type, wtype, src, d, k, group);
@@ -49,14 +65,14 @@ static kern_mat make_weights(void *w, void *sc, const float *src, int d, int k, 
 static void test_matmul(const char *variant, int exact) {
     static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172, 300, 520};
     static const int ds[] = {1, 5, 16, 17, 33, 64, 80, 130};
-    static const char *names[] = {"f32", "f16", "bf16", "q8", "q4"};
+    const char **names = wt_names;
     static const int groups[] = {32, 5, 1 << 20}; /* GGUF's 32, one that divides nothing, one per row */
     float *x = malloc(17 * 520 * sizeof *x), *wf = malloc(130 * 520 * sizeof *wf);
-    void *sc = malloc(144 * 520 * sizeof(float));
+    void *sc = malloc(144 * 520 * sizeof(float)), *mn = malloc(144 * 520 * sizeof(float));
     void *w = malloc(144 * 520 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     int mismatched = 0;
-    for (int wt = 0; wt < 5; wt++)
+    for (int wt = 0; wt < WT_COUNT; wt++)
         for (int n = 1; n <= 17; n++)
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t di = 0; di < sizeof ds / sizeof *ds; di++) {
@@ -64,7 +80,7 @@ static void test_matmul(const char *variant, int exact) {
                     if (k > 172 && n % 4 != 1) continue; /* long rows (several widening blocks): fewer shapes */
                     fill(x, (size_t)n * k);
                     fill(wf, (size_t)d * k);
-                    kern_mat m = make_weights(w, sc, wf, d, k, wt, group, (n + ki) % 2 ? KERN_F16 : KERN_F32);
+                    kern_mat m = make_weights(w, sc, mn, wf, d, k, wt, group, (n + ki) % 2 ? KERN_F16 : KERN_F32);
                     kern_matmul(y, d, x, &m, n, d, k, 0, d);
                     kern_matmul_ref(r, d, x, &m, n, d, k, 0, d);
                     double e = max_err(y, r, (size_t)n * d);
@@ -90,7 +106,7 @@ static void test_matmul(const char *variant, int exact) {
                     }
                 }
     CHECK(mismatched == 0, "%s: %d shapes differ from the twin", variant, mismatched);
-    free(x), free(wf), free(w), free(sc), free(y), free(r), free(one);
+    free(x), free(wf), free(w), free(sc), free(mn), free(y), free(r), free(one);
 }
 
 /* Quantize with f32 and with f16 scales, then read back: every weight within half a step of its
@@ -113,7 +129,7 @@ static void test_quantize_roundtrip(void) {
             int group = kern_quantize(q, sc, st, type, src, D, K, want), n_groups = kern_q_groups(K, group);
             CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
                   "group %d for %d: %d groups", group, want, n_groups);
-            kern_mat m = {q, sc, type, group, NULL, NULL, st};
+            kern_mat m = {q, sc, type, group, NULL, NULL, st, NULL};
             double worst = 0, err2 = 0, err2_absmax = 0;
             int bad = 0;
             for (int o = 0; o < D; o++)
@@ -181,8 +197,8 @@ static void test_matmul_int(const char *variant, int exact) {
                         int st = (ki + stat) % 2 ? KERN_F16 : KERN_F32;
                         kern_quantize(q, sc, st, type, wf, d, k, group);
                         kern_to_int_dot(qi, q, type, d, k);
-                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws, st};
-                        kern_mat mq = {q, sc, type, group, NULL, NULL, st};
+                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws, st, NULL};
+                        kern_mat mq = {q, sc, type, group, NULL, NULL, st, NULL};
                         float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
                         m.act = stat ? act : NULL;
                         kern_group_sums(ws, &m, d, k);
@@ -536,6 +552,42 @@ static void test_exp_ops(const char *variant) {
     CHECK(bad == 0, "%s: softmax or swiglu differs from its twin in %d cases", variant, bad);
 }
 
+/* What mins mean, apart from the kernels: a Q4 matrix built from chosen nibbles u (0..15), scales and
+ * mins reads back as u * scale + min (kern_mat_at), and the twin's product is within float rounding of
+ * a double-precision sum over those weights (the kernels are held to the twin by test_matmul). */
+static void test_mins(void) {
+    enum { D = 20, K = 96, G = 32 };
+    uint8_t q[32 * K / 2];
+    float sc[32 * 3], mn[32 * 3], x[2 * K], y[2 * D];
+    memset(q, 0x88, sizeof q);
+    int u[D][K], bad = 0;
+    for (int o = 0; o < 32; o++)
+        for (int g = 0; g < 3; g++) sc[kern_packed_index(o, g, 3)] = 0.01f * (1 + o + g), mn[kern_packed_index(o, g, 3)] = -0.05f * (1 + g) + 0.003f * o;
+    for (int o = 0; o < D; o++)
+        for (int kk = 0; kk < K; kk++) u[o][kk] = (o * 7 + kk * 5) % 16, kern_q4_put(q, o, kk, K, u[o][kk] - 8);
+    kern_mat m = {q, sc, KERN_Q4, G, NULL, NULL, KERN_F32, mn};
+    for (int o = 0; o < D; o++)
+        for (int kk = 0; kk < K; kk++) {
+            size_t at = kern_packed_index(o, kk / G, 3);
+            bad += kern_mat_at(&m, o, kk, K) != (float)u[o][kk] * sc[at] + mn[at];
+        }
+    CHECK(bad == 0, "q4 with mins: %d weights are not u * scale + min", bad);
+    fill(x, 2 * K);
+    kern_matmul_ref(y, D, x, &m, 2, D, K, 0, D);
+    double worst = 0;
+    for (int r = 0; r < 2; r++)
+        for (int o = 0; o < D; o++) {
+            double sum = 0, mag = 0;
+            for (int kk = 0; kk < K; kk++) {
+                double p = (double)x[r * K + kk] * kern_mat_at(&m, o, kk, K);
+                sum += p, mag += fabs(p);
+            }
+            double e = fabs(y[r * D + o] - sum) / mag;
+            if (e > worst) worst = e;
+        }
+    CHECK(worst < 1e-5, "q4 with mins: the twin is %g (relative to the sum of magnitudes) from the exact product", worst);
+}
+
 /* test_matmul again with the stack 32 bytes further down: the kernels' stack blocks are 32-byte
  * aligned, so whether one is also 64-byte aligned depends on the caller; a 512-bit aligned load from
  * one crashed `etch bench` once while this test, its stack then 64-byte aligned, passed. */
@@ -549,6 +601,7 @@ int main(void) {
     const char *v = kern_init();
     printf("kernels: %s\n", v);
     test_quantize_roundtrip();
+    test_mins();
     test_quantize_x();
     test_quantize_x_twin();
     int simd = strcmp(v, "portable") != 0;

@@ -20,14 +20,14 @@ static const char export_help[] =
     "  --hf DIR                a Hugging Face folder: config.json, model.safetensors (or sharded),\n"
     "                          tokenizer.json, tokenizer_config.json (Llama, Qwen2, Qwen3, Mistral, Gemma 3)\n"
     "  --gguf FILE             a GGUF file (version 2 or 3) with its tokenizer (llama, qwen2, qwen3,\n"
-    "                          gemma3): F32, F16, BF16; Q8_0, Q4_0, Q5_0 and Q6_K kept as they are\n"
-    "                          (exactly: Q5_0 and Q6_K as int8 values with their scales); Q4_1, Q5_1,\n"
-    "                          Q4_K, Q5_K dequantized to f16\n"
+    "                          gemma3): F32, F16, BF16; Q8_0, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K and\n"
+    "                          Q6_K kept as they are, exactly (the 4-bit ones as q4, the others as int8\n"
+    "                          values; with their scales and, for Q4_1/Q4_K/Q5_1/Q5_K, their mins)\n"
     "  -o, --output FILE       the program file to write (replaced only when complete)\n"
     "  --dtype f32|f16|bf16    weight type in the program (default: the source's; f16 for quantized\n"
-    "                          GGUF, whose Q8_0/Q4_0/Q5_0/Q6_K matrices stay as they are, weight-only, unless a\n"
+    "                          GGUF, whose quantized matrices stay as they are, weight-only, unless a\n"
     "                          dtype is asked for; `etch quantize --scheme 8da8w|8da4w` then converts\n"
-    "                          them for int8 dot products without rounding them again)\n"
+    "                          those without mins for int8 dot products without rounding them again)\n"
     "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
     "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
     "                          Hugging Face and GGUF models)\n"
@@ -98,12 +98,12 @@ int cmd_export(int argc, char **argv) {
     const etch_method_meta *m = etch_program_meta(p);
     etch_program_info info;
     etch_program_info_get(p, &info);
-    const char *kept = ""; /* GGUF's Q8_0/Q4_0/Q5_0/Q6_K matrices, when export kept them */
+    const char *kept = ""; /* GGUF's quantized matrices, when export kept them */
     char line[256];
     long trained = 0;
     for (int32_t i = 0; i < info.n_metadata; i++) {
         if (etch_program_metadata_text(p, i, line, sizeof line) <= 0) continue;
-        if (!strncmp(line, "quant.scheme: \"gguf\"", 21)) kept = " (Q8_0/Q4_0/Q5_0/Q6_K matrices kept as they are)";
+        if (!strncmp(line, "quant.scheme: \"gguf\"", 21)) kept = " (GGUF's quantized matrices kept as they are)";
         if (!strncmp(line, "source_context_len: ", 20)) trained = strtol(line + 20, NULL, 10);
     }
     fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,

@@ -23,6 +23,7 @@ static const char quantize_help[] =
     "          layer input, calibrated: needs --calib\n"
     "A program whose layers are already q8 or q4 (a GGUF's Q8_0/Q4_0/Q5_0/Q6_K kept as they are) converts to\n"
     "8da8w or a8w8 (q8) and 8da4w (q4) with its values and groups as they are, nothing rounded again.\n"
+    "Matrices with mins (a GGUF's Q4_1/Q4_K/Q5_1/Q5_K) are rounded from their weights, as float ones are.\n"
     "\n"
     "  --group-size N   values per scale along the input (default: the scheme's)\n"
     "  --qembedding S   quantize the embedding table too, 8w or 4w (a tied table then serves the\n"
@@ -135,12 +136,16 @@ int cmd_quantize(int argc, char **argv) {
     if (b.file_size > a.file_size + a.file_size / 100 && !o.qembedding && etch_program_meta(src)->tied_embeddings)
         fprintf(stderr, "%s: note: the output is larger than its input: this model's embedding table is tied to its "
                         "classifier and stays in the input's type; --qembedding 8w or 4w quantizes it too\n", cli_name);
-    /* Which matrices kept their values (already q8/q4 in the input: a GGUF's Q8_0, Q4_0, Q5_0, Q6_K) and
-     * which were rounded from float, said when the input had any of the first kind. */
+    /* Which matrices kept their values (already q8/q4 in the input without mins: a GGUF's Q8_0, Q4_0,
+     * Q5_0, Q6_K) and which were rounded from float, said when the input had any of the first kind. */
     int kept = 0, rounded = 0;
-    etch_tensor_info ti, to;
+    etch_tensor_info ti, to, tm;
     for (int32_t i = 0; etch_program_tensor(src, i, &ti) == ETCH_OK; i++) {
-        int quant_in = !strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4");
+        char mname[160];
+        snprintf(mname, sizeof mname, "%s.min", ti.name);
+        int has_min = 0;
+        for (int32_t j = 0; !has_min && etch_program_tensor(src, j, &tm) == ETCH_OK; j++) has_min = !strcmp(tm.name, mname);
+        int quant_in = (!strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4")) && !has_min;
         for (int32_t j = 0; ti.ndim == 2 && etch_program_tensor(p, j, &to) == ETCH_OK; j++)
             if (!strcmp(to.name, ti.name)) {
                 if (strcmp(to.dtype, ti.dtype)) quant_in ? kept++ : rounded++;
@@ -148,8 +153,8 @@ int cmd_quantize(int argc, char **argv) {
             }
     }
     if (kept)
-        fprintf(stderr, "%d matri%s converted as %s were, nothing rounded again; %d rounded from float weights\n", kept,
-                kept == 1 ? "x" : "ces", kept == 1 ? "it" : "they", rounded);
+        fprintf(stderr, "%d matri%s converted as %s, nothing rounded again; %d rounded from float weights\n", kept,
+                kept == 1 ? "x" : "ces", kept == 1 ? "it was" : "they were", rounded);
     etch_program_close(src);
     etch_program_close(p);
     return 0;

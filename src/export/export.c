@@ -1,5 +1,5 @@
 /* export: the program writer. A reader's in-memory model (readers/) becomes one program file: weights
- * converted once into the layout the kernels read (GGUF Q8_0/Q4_0/Q5_0/Q6_K repacked exactly), the
+ * converted once into the layout the kernels read (GGUF block types repacked exactly), the
  * tokenizer and the method metadata; etch_export_{llama2c,hf,gguf} read, then write. */
 #include "export.h"
 
@@ -48,31 +48,40 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
     return *owned = out;
 }
 
-/* A GGUF matrix whose weights are integers times a scale per group (imp_int_group: Q8_0, Q4_0, Q5_0,
- * Q6_K) repacked into etch's panels without rounding a value or a scale: Q4_0 into Q4, the others
- * into Q8 (Q5_0's -16..15 and Q6_K's -32..31 are int8 values), groups as the source has them, the
- * scales as f16 bits where the source stores them so (*f32_scales 0), else as f32 (Q6_K: d times the
- * sub-block's scale, exact in f32). Each value is weight / scale: exact, as the weight is the
- * product. *q and *scales are malloc'ed. */
-static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, int *f32_scales, uint64_t *rows_out) {
+/* A GGUF matrix whose weights are integers times a scale per group, plus a min for some (imp_int_group:
+ * Q8_0, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K) repacked into etch's panels without rounding a value,
+ * a scale or a min: the 4-bit types into Q4, the others into Q8 (Q5's and Q6_K's integers fit int8),
+ * groups as the source has them. Scales and mins are f16 bits where the source stores them so
+ * (*f32_scales 0), else f32 (the K-quants: d times the sub-block's scale, exact in f32). A type with
+ * mins keeps its unsigned integers (Q4: the nibble is q, kern_mat.mins). *q, *scales and *mins (NULL
+ * without mins) are malloc'ed. */
+static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, void **mins, int *f32_scales,
+                               uint64_t *rows_out) {
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), group = imp_int_group(t->src_type);
-    int n_groups = k / group, q4 = t->src_type == IMP_Q4_0;
-    *f32_scales = t->src_type == IMP_Q6_K;
+    int n_groups = k / group, src = t->src_type, has_min = imp_int_has_min(src);
+    int q4 = src == IMP_Q4_0 || src == IMP_Q4_1 || src == IMP_Q4_K;
+    *f32_scales = src == IMP_Q6_K || src == IMP_Q4_K || src == IMP_Q5_K;
+    size_t ssize = *f32_scales ? 4 : 2;
     *q = base_calloc(q4 ? (size_t)rows * k / 2 : (size_t)rows * k, 1);
-    *scales = base_calloc((size_t)rows * n_groups, *f32_scales ? 4 : 2);
-    if (!*q || !*scales) return ETCH_ERR_NOMEM;
-    if (q4) memset(*q, 0x88, (size_t)rows * k / 2); /* zero is stored as 8 in both nibbles */
+    *scales = base_calloc((size_t)rows * n_groups, ssize);
+    *mins = has_min ? base_calloc((size_t)rows * n_groups, ssize) : NULL;
+    if (!*q || !*scales || (has_min && !*mins)) return ETCH_ERR_NOMEM;
+    if (q4) memset(*q, 0x88, (size_t)rows * k / 2); /* value 0 is stored as 8 in both nibbles */
     for (int o = 0; o < d; o++)
         for (int g = 0; g < n_groups; g++) {
-            size_t first = (size_t)o * k + (size_t)g * group, at = kern_packed_index(o, g, n_groups);
-            int32_t bits;
-            float s = imp_group_scale(t, first, &bits);
-            if (*f32_scales) ((float *)*scales)[at] = s;
-            else ((uint16_t *)*scales)[at] = (uint16_t)bits;
+            size_t at = kern_packed_index(o, g, n_groups);
             for (int j = 0; j < group; j++) {
-                int kk = g * group + j, v = s != 0.0f ? (int)(imp_tensor_at(t, first + j) / s) : 0;
-                if (q4) kern_q4_put(*q, o, kk, k, v);
-                else ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)v;
+                int kk = g * group + j;
+                imp_qweight w;
+                imp_qweight_at(t, (size_t)o * k + kk, &w);
+                if (j == 0) {
+                    if (*f32_scales) ((float *)*scales)[at] = w.scale;
+                    else ((uint16_t *)*scales)[at] = (uint16_t)w.scale_f16;
+                    if (has_min && *f32_scales) ((float *)*mins)[at] = w.min;
+                    else if (has_min) ((uint16_t *)*mins)[at] = (uint16_t)w.min_f16;
+                }
+                if (q4) kern_q4_put(*q, o, kk, k, has_min ? w.q - 8 : w.q);
+                else ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)w.q;
             }
         }
     *rows_out = (uint64_t)rows;
@@ -120,7 +129,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     if (m->tok_blob_size > UINT32_MAX) return base_fail(err, ETCH_ERR_UNSUPPORTED, "vocabulary text over 4 GiB");
 
     fmt_writer *w = fmt_writer_new();
-    void **conv = base_calloc(2 * (size_t)m->n_tensors + 1, sizeof *conv);
+    void **conv = base_calloc(3 * (size_t)m->n_tensors + 1, sizeof *conv); /* tensors, their scales, mins */
     if (!w || !conv) {
         fmt_writer_free(w);
         base_free(conv);
@@ -205,8 +214,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_i32(w, "tokenizer.match_added", m->tok_match_added);
     fmt_put_i32(w, "tokenizer.nfc", m->tok_nfc);
     if (m->tok_pretok) fmt_put_str(w, "tokenizer.pretok", m->tok_pretok);
-    /* GGUF's Q8_0, Q4_0, Q5_0 and Q6_K matrices stay as they are (repacked, exact) unless a dtype was
-     * asked for. */
+    /* GGUF's block-type matrices stay as they are (repacked, exact) unless a dtype was asked for. */
     int keep_quant = !o.dtype, kept = 0;
     for (int32_t i = 0; i < m->n_tensors; i++) kept |= keep_quant && m->tensors[i].matrix && imp_int_group(m->tensors[i].src_type);
     if (kept) fmt_put_str(w, "quant.scheme", "gguf");
@@ -217,16 +225,20 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
         if (keep_quant && t->matrix && imp_int_group(t->src_type)) {
             uint64_t sdims[2] = {0, t->dims[1] / (uint64_t)imp_int_group(t->src_type)};
-            int f32_scales;
-            if (repack_gguf(t, &conv[i], &conv[m->n_tensors + i], &f32_scales, &dims[0])) {
+            int f32_scales, src = t->src_type;
+            void **scales = &conv[m->n_tensors + i], **mins = &conv[2 * m->n_tensors + i];
+            if (repack_gguf(t, &conv[i], scales, mins, &f32_scales, &dims[0])) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
                 break;
             }
             char sname[112];
-            snprintf(sname, sizeof sname, "%s.scale", t->name);
             sdims[0] = dims[0];
-            fmt_add_tensor(w, t->name, t->src_type == IMP_Q4_0 ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
-            fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, conv[m->n_tensors + i]);
+            int q4 = src == IMP_Q4_0 || src == IMP_Q4_1 || src == IMP_Q4_K;
+            fmt_add_tensor(w, t->name, q4 ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
+            snprintf(sname, sizeof sname, "%s.scale", t->name);
+            fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, *scales);
+            snprintf(sname, sizeof sname, "%s.min", t->name);
+            if (*mins) fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, *mins);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }
@@ -241,7 +253,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     /* the file replaces out_path only after it opens with the runtime's own checks */
     if (!st) st = fmt_writer_write(w, out_path, rt_check_written, (void *)out_path, err);
     fmt_writer_free(w);
-    for (int32_t i = 0; i < 2 * m->n_tensors; i++) base_free(conv[i]);
+    for (int32_t i = 0; i < 3 * m->n_tensors; i++) base_free(conv[i]);
     base_free(conv);
     return st;
 }

@@ -61,7 +61,12 @@ typedef struct kern_mat {
                            * static scale and zero point of the input (calibrated) */
     const float *wsum;    /* I8, I4 with act: [packed rows, n_groups] each group's sum of values */
     int scale_type;       /* KERN_F32 (0) or KERN_F16 */
+    const void *mins;     /* Q8, Q4: NULL, or [packed rows, n_groups] of scale_type, packed as the scales:
+                           * a weight is then u * scale + min, u the stored value taken unsigned (Q4's
+                           * nibble 0..15, value + 8; Q8's byte as it is), as GGUF's Q4_1/Q4_K/Q5_1/Q5_K */
 } kern_mat;
+/* The offset of a Q4 value in its nibble that the kernels take off (8), or 0 with mins (kern_mat). */
+static inline float kern_q4_offset(const kern_mat *m) { return m->mins ? 0.0f : 8.0f; }
 
 /* Integer-dot matrices sum at most this many products per group in int32 (2^15 * 2^15 * 2^15/2). */
 #define KERN_INT_GROUP_MAX 32768
@@ -85,7 +90,8 @@ int kern_q_group_fit(int k, int want, int even);
  * packed rows of a quantized matrix m [d, k] (the zero-point correction of static activations). */
 void kern_group_sums(float *wsum, const kern_mat *m, int d, int k);
 
-/* Weight (o, kk) as f32: for Q8 and Q4 the float product value * scale (one rounding). */
+/* Weight (o, kk) as f32: for Q8 and Q4 the float product value * scale (one rounding), with mins
+ * u * scale + min (two roundings; none for GGUF's types, whose u * scale is exact). */
 float kern_mat_at(const kern_mat *m, int o, int kk, int k);
 /* dst[kk] = W[row][kk] as f32 (an embedding lookup in a packed table). */
 void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
@@ -98,8 +104,9 @@ void kern_packed_row(float *dst, const kern_mat *m, int row, int k);
  * the largest values lowers the group's squared error; for f16 scales every candidate is rounded to
  * f16 first, so the values are rounded with the scale the file stores. Returns the group size used. */
 int kern_quantize(void *q, void *scales, int scale_type, int type, const float *src, int d, int k, int group);
-/* Scale i of a quantized matrix as f32. */
+/* Scale i of a quantized matrix as f32, and its min (0 without mins). */
 float kern_scale_at(const kern_mat *m, size_t i);
+float kern_min_at(const kern_mat *m, size_t i);
 /* The stored value (o, kk) of a quantized matrix (-128..127 for Q8/I8, -8..7 for Q4/I4). */
 int kern_qvalue(const kern_mat *m, int o, int kk, int k);
 /* Moves a Q8 or Q4 matrix (values and scales, as kern_quantize wrote them) into the I8 or I4
@@ -139,8 +146,9 @@ static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
  * packed (widened in registers: F16C for f16, a shift for bf16, value * scale for Q8 and Q4).
  * Every element is one fused multiply-add chain over kk in order, whatever n and the tiling are;
  * for Q8 one chain per group over x * value, for Q4 over x * stored nibble (value + 8; 16 times it
- * for rows 8..15 of a panel, the chain then times 1/16), less 8 times the group's sum of x; each
- * group's sum then added to the element by one more FMA with its scale, group after group. The AVX2 kernel equals the
+ * for rows 8..15 of a panel, the chain then times 1/16), less kern_q4_offset times the group's sum of x
+ * (summed in order); each group's sum then added to the element by one more FMA with its scale, and
+ * with mins one more with the min times that sum of x, group after group. The AVX2 kernel equals the
  * reference twin bit for bit, and a row's result does not depend on the other rows of the call
  * (batched and one-token prefill agree exactly). Quantized matrices with more than one row are
  * widened block by block into f32 on the stack and multiplied there. */

@@ -28,7 +28,7 @@ void kern_group_sums(float *wsum, const kern_mat *m, int d, int k) {
 
 void kern_to_int_dot(void *dst, const void *q, int type, int d, int k) {
     int rows = kern_packed_rows(d);
-    kern_mat src = {q, NULL, type, k, NULL, NULL, 0};
+    kern_mat src = {.w = q, .type = type, .group = k};
     if (type == KERN_Q8) {
         for (int o = 0; o < rows; o++)
             for (int kk = 0; kk < k; kk++) ((int8_t *)dst)[kern_pair_index(o, kk, k)] = (int8_t)qvalue(&src, o, kk, k);
@@ -96,7 +96,9 @@ void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float 
 float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
     if (kern_is_quantized(m->type)) {
         int n_groups = kern_q_groups(k, m->group);
-        return (float)qvalue(m, o, kk, k) * kern_scale_at(m, kern_packed_index(o, kk / m->group, n_groups));
+        size_t at = kern_packed_index(o, kk / m->group, n_groups);
+        if (m->mins) return (float)(qvalue(m, o, kk, k) + (m->type == KERN_Q4 ? 8 : 0)) * kern_scale_at(m, at) + kern_min_at(m, at);
+        return (float)qvalue(m, o, kk, k) * kern_scale_at(m, at);
     }
     return wload(m->w, m->type, kern_packed_index(o, kk, k));
 }
@@ -112,9 +114,11 @@ static inline float quant_value(int type, float x, float inv) {
     return v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
 }
 
-float kern_scale_at(const kern_mat *m, size_t i) {
-    return m->scale_type == KERN_F16 ? kern_f16_to_f32(((const uint16_t *)m->scales)[i]) : ((const float *)m->scales)[i];
+static float scale_load(const kern_mat *m, const void *tab, size_t i) {
+    return m->scale_type == KERN_F16 ? kern_f16_to_f32(((const uint16_t *)tab)[i]) : ((const float *)tab)[i];
 }
+float kern_scale_at(const kern_mat *m, size_t i) { return scale_load(m, m->scales, i); }
+float kern_min_at(const kern_mat *m, size_t i) { return m->mins ? scale_load(m, m->mins, i) : 0.0f; }
 
 /* s as an f16 scale stores it: rounded, a magnitude past f16's largest (65504) clamped to it. */
 static float f16_scale(int scale_type, float s) {

@@ -17,12 +17,13 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                 for (int kk = 0; kk < k; kk++) acc = fmaf(xr[kk], kern_mat_at(w, o, kk, k), acc);
             for (int g = 0; q && g < n_groups; g++) { /* each group's sum of x * value, then times its scale */
                 int b = g * group, e = group_end_at(g, group, k);
-                float sum = 0.0f;
-                if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 times the sum of x. A high
-                                           * nibble (rows 8..15 of a panel) as 16 times it, the sum times 1/16;
-                                           * a low one as its whole byte (its nibble + 16 times row o + 8's), the
-                                           * high nibble's sum taken off: the AVX2 kernels' order (q4_step) */
-                    float xs = 0.0f, sh = 0.0f;
+                float sum = 0.0f, xs = 0.0f; /* xs: the group's sum of x, in order (Q4 and mins) */
+                if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 (0 with mins) times the sum of
+                                           * x. A high nibble (rows 8..15 of a panel) as 16 times it, the sum
+                                           * times 1/16; a low one as its whole byte (its nibble + 16 times row
+                                           * o + 8's), the high nibble's sum taken off: the AVX2 kernels' order
+                                           * (q4_step) */
+                    float sh = 0.0f;
                     int high = o % KERN_PANEL >= 8;
                     for (int kk = b; kk < e; kk++) {
                         float h16 = 16.0f * (float)(qvalue(w, high ? o : o + 8, kk, k) + 8);
@@ -30,11 +31,14 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                         if (!high) sh = fmaf(xr[kk], h16, sh);
                         xs += xr[kk];
                     }
-                    sum = fmaf(-8.0f, xs, high ? sum * 0.0625f : sum - sh);
+                    sum = fmaf(-kern_q4_offset(w), xs, high ? sum * 0.0625f : sum - sh);
                 } else {
                     for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
+                    for (int kk = b; w->mins && kk < e; kk++) xs += xr[kk];
                 }
-                acc = fmaf(sum, kern_scale_at(w, kern_packed_index(o, g, n_groups)), acc);
+                size_t at = kern_packed_index(o, g, n_groups);
+                acc = fmaf(sum, kern_scale_at(w, at), acc);
+                if (w->mins) acc = fmaf(kern_min_at(w, at), xs, acc); /* + min * sum of x */
             }
             y[(size_t)r * ldy + o] = acc;
         }

@@ -74,7 +74,7 @@ static void quant_task(void *ctx, int i, int nw) {
                   j->rows + (size_t)b * j->k, e - b, j->k, j->group);
 }
 
-/* A matrix that is already q8 or q4 (a GGUF's Q8_0/Q4_0 kept as they are) becomes i8 or i4 of the
+/* A matrix that is already q8 or q4 (a GGUF's Q8_0/Q4_0/Q5_0/Q6_K kept as they are) becomes i8 or i4 of the
  * same width: the same values in the integer-dot layout and the same scales (ts, its NAME.scale),
  * nothing rounded a second time. Other conversions would round again: refused. */
 static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group, qtensor *out,
@@ -113,12 +113,14 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
 
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
  * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix goes to repack_matrix
- * with its scales ts. */
-static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group, base_pool *pool,
-                                   qtensor *out, etch_error *err) {
+ * with its scales ts, unless it has mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K): no symmetric scheme
+ * holds those values, so its weights are rounded from their float values as a float matrix's are. */
+static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
+                                   base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
-    if (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) return repack_matrix(t, ts, wtype, group, out, err);
-    if (t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
+    int q_in = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4;
+    if (q_in && !tm) return repack_matrix(t, ts, wtype, group, out, err);
+    if (!q_in && t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
                          fmt_dtype_name(t->dtype));
@@ -144,7 +146,11 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, in
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to quantize '%s'", t->name);
     }
-    kern_mat src = {t->data, NULL, t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16, 0, NULL, NULL, 0};
+    kern_mat src = {.w = t->data, .type = t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16};
+    if (q_in) /* the program loader checked the scales' and mins' shapes and types */
+        src = (kern_mat){.w = t->data, .scales = ts->data, .type = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4,
+                         .group = kern_q_group_of(k, (int)ts->dims[1]), .scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32,
+                         .mins = tm->data};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
     quant_job job = {out->q, out->scales, rows, out->scale_type, qtype, d, k, group, n_groups};
@@ -219,8 +225,12 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     /* A tied table serves as the output layer too: quantized with --qembedding it stays tied;
      * otherwise the output layer gets its own quantized copy, so decode reads it quantized. */
     const fmt_tensor *table = fmt_find_tensor(&f, "token_embd.weight");
-    if (tied && etype < 0 && table && (table->dtype == FMT_DT_Q8 || table->dtype == FMT_DT_Q4) && kern_is_int_dot(wtype))
+    if (tied && etype < 0 && table && (table->dtype == FMT_DT_Q8 || table->dtype == FMT_DT_Q4) && kern_is_int_dot(wtype)) {
         etype = table->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4; /* a quantized tied table converts as it is, still tied */
+        const fmt_tensor *ts = fmt_find_tensor(&f, "token_embd.weight.scale");
+        if (fmt_find_tensor(&f, "token_embd.weight.min") && ts) /* rounded again: in the groups it has */
+            egroup = kern_q_group_of((int)table->dims[1], (int)ts->dims[1]);
+    }
     int untie = tied && etype < 0;
     /* A tied table that the output layer of an int8-activation scheme reads is stored for integer
      * dot products (lookups read any layout): the classifier then runs as fast as the layers. */
@@ -245,7 +255,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", f.tensors[i].name);
         const fmt_tensor *ts = is_linear(&f.tensors[i]) ? fmt_find_tensor(&f, sname) : NULL;
-        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4)) {
+        snprintf(sname, sizeof sname, "%s.min", f.tensors[i].name); /* with mins: rounded in the asked-for groups */
+        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4) && !fmt_find_tensor(&f, sname)) {
             int k = (int)f.tensors[i].dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
             meta_group = g == k ? 0 : g; /* 0: one group per row, as the schemes say it */
             break;
@@ -267,9 +278,10 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         const char *name = i < f.n_tensors ? t->name : "output.weight";
         int embd = i < f.n_tensors && !strcmp(name, "token_embd.weight");
         int type = embd ? etype : (i == f.n_tensors || is_linear(t)) ? wtype : -1, g = embd ? egroup : group;
-        if (type < 0 && i < f.n_tensors && ends_with(name, ".scale")) { /* a quantized source's scales */
+        int sfx = ends_with(name, ".scale") ? 6 : ends_with(name, ".min") ? 4 : 0;
+        if (type < 0 && i < f.n_tensors && sfx) { /* a quantized source's scales or mins */
             char base[112];
-            snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - 6), name);
+            snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - (size_t)sfx), name);
             const fmt_tensor *m = fmt_find_tensor(&f, base);
             if (m && (!strcmp(base, "token_embd.weight") ? etype >= 0 : is_linear(m))) continue; /* rewritten with it */
         }
@@ -281,8 +293,12 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         if (opt->progress) opt->progress(opt->user, "quantizing", (int64_t)i + 1, (int64_t)f.n_tensors + untie);
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", t->name);
-        int quantized = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4; /* converted: only an asked-for group counts */
-        if ((st = quantize_matrix(t, fmt_find_tensor(&f, sname), type, quantized ? opt->group_size : g, pool, &qt[i], err)))
+        char mname[112];
+        snprintf(mname, sizeof mname, "%s.min", t->name);
+        const fmt_tensor *tm = fmt_find_tensor(&f, mname);
+        /* converted as it is: only an asked-for group counts */
+        int kept = (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) && !tm;
+        if ((st = quantize_matrix(t, fmt_find_tensor(&f, sname), tm, type, kept ? opt->group_size : g, pool, &qt[i], err)))
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
@@ -290,8 +306,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
         int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
-            kern_mat m = {qt[i].q, qt[i].scales, type, kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), NULL, NULL,
-                          qt[i].scale_type};
+            kern_mat m = {.w = qt[i].q, .scales = qt[i].scales, .type = type,
+                          .group = kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), .scale_type = qt[i].scale_type};
             if (!(qt[i].wsum = base_malloc((size_t)(qt[i].sdims[0] * qt[i].sdims[1]) * sizeof *qt[i].wsum))) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the group sums of '%s'", name);
                 break;

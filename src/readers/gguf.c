@@ -75,22 +75,21 @@ static etch_status g_skip(base_cursor *c, uint32_t t, int depth, const char *key
     return st;
 }
 
+uint32_t gguf_block_size(uint32_t type, uint32_t *bytes) {
+    static const struct { uint32_t type, n, bytes; } blocks[] = {
+        {GGUF_F32, 1, 4},      {GGUF_F16, 1, 2},      {GGUF_BF16, 1, 2},     {GGUF_Q8_0, 32, 34},
+        {GGUF_Q4_0, 32, 18},   {GGUF_Q4_1, 32, 20},   {GGUF_Q5_0, 32, 22},   {GGUF_Q5_1, 32, 24},
+        {GGUF_Q4_K, 256, 144}, {GGUF_Q5_K, 256, 176}, {GGUF_Q6_K, 256, 210},
+    };
+    for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)
+        if (blocks[i].type == type) return *bytes = blocks[i].bytes, blocks[i].n;
+    return *bytes = 0, 0;
+}
+
 static uint64_t g_tensor_bytes(uint32_t type, uint64_t count, uint64_t ne0, int *ok) {
-    *ok = 1;
-    switch (type) {
-    case GGUF_F32: return count * 4;
-    case GGUF_F16: case GGUF_BF16: return count * 2;
-    case GGUF_Q8_0: *ok = ne0 % 32 == 0; return count / 32 * 34;
-    case GGUF_Q4_0: *ok = ne0 % 32 == 0; return count / 32 * 18;
-    case GGUF_Q4_1: *ok = ne0 % 32 == 0; return count / 32 * 20;
-    case GGUF_Q5_0: *ok = ne0 % 32 == 0; return count / 32 * 22;
-    case GGUF_Q5_1: *ok = ne0 % 32 == 0; return count / 32 * 24;
-    case GGUF_Q4_K: *ok = ne0 % 256 == 0; return count / 256 * 144;
-    case GGUF_Q5_K: *ok = ne0 % 256 == 0; return count / 256 * 176;
-    case GGUF_Q6_K: *ok = ne0 % 256 == 0; return count / 256 * 210;
-    }
-    *ok = 0;
-    return 0;
+    uint32_t bytes, n = gguf_block_size(type, &bytes);
+    *ok = n && ne0 % n == 0;
+    return n ? count / n * bytes : 0;
 }
 
 static const char *g_type_name(uint32_t t) {
@@ -190,9 +189,8 @@ etch_status gguf_open(const char *path, gguf_file *g, etch_error *err) {
         for (uint32_t d = 0; d < t->n_dims; d++)
             if (t->ne[d] == 0 || !base_mul_u64(count, t->ne[d], &count)) ok = 0;
         uint64_t bytes = ok ? g_tensor_bytes(t->type, count, t->ne[0], &ok) : 0, end;
-        int known = t->type == GGUF_F32 || t->type == GGUF_F16 || t->type == GGUF_BF16 || t->type == GGUF_Q8_0 ||
-                    t->type == GGUF_Q4_0 || t->type == GGUF_Q4_1 || t->type == GGUF_Q5_0 || t->type == GGUF_Q5_1 ||
-                    t->type == GGUF_Q4_K || t->type == GGUF_Q5_K || t->type == GGUF_Q6_K;
+        uint32_t block_bytes;
+        int known = gguf_block_size(t->type, &block_bytes) > 0;
         if (!ok && !known) {
             /* An unsupported type is reported by name only if the tensor is used (gguf_tensor_data). */
             t->bytes = 0;

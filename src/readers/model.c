@@ -56,29 +56,10 @@ void *imp_own(imp_model *m, void *p) {
     return p;
 }
 
-static float half_at(const uint8_t *b) {
+static int32_t half_bits(const uint8_t *b) {
     uint16_t h;
     memcpy(&h, b, 2);
-    return kern_f16_to_f32(h);
-}
-
-/* Element i of GGML's other 32-element blocks, as its dequantize_row_* computes it. Q4_1: f16 d, f16
- * m, 16 bytes of nibbles (low: elements 0..15, high: 16..31), d * q + m. Q5_0: f16 d, 32 high bits,
- * 16 bytes of nibbles, d * (q - 16). Q5_1: f16 d, f16 m, the high bits, the nibbles, d * q + m. */
-static float small_block_at(int type, const uint8_t *p, size_t i) {
-    int j = (int)(i % 32), lo = j < 16;
-    if (type == IMP_Q4_1) {
-        const uint8_t *b = p + (i / 32) * 20;
-        int q = lo ? b[4 + j] & 0x0F : b[4 + j - 16] >> 4;
-        return (float)q * half_at(b) + half_at(b + 2);
-    }
-    const uint8_t *b = p + (i / 32) * (type == IMP_Q5_0 ? 22 : 24);
-    const uint8_t *qh = b + (type == IMP_Q5_0 ? 2 : 4), *qs = qh + 4;
-    uint32_t h;
-    memcpy(&h, qh, 4);
-    int q = (lo ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
-    if (type == IMP_Q5_0) return (float)(q - 16) * half_at(b);
-    return (float)q * half_at(b) + half_at(b + 2);
+    return h;
 }
 
 /* The 6-bit scale and min of sub-block j of a K-quant super-block (GGML's get_scale_min_k4). */
@@ -91,79 +72,93 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
     }
 }
 
-/* Element i of GGML's 256-element K-quant super-blocks, in the order dequantize_row_q{4,5,6}_K
- * computes them: Q4_K and Q5_K as (d * scale) * q - (dmin * min) per 32-element sub-block, Q6_K as
- * d * scale * (q - 32) per 16. */
-static float k_block_at(int type, const uint8_t *p, size_t i) {
-    int j = (int)(i % 256);
-    if (type == IMP_Q6_K) { /* ql[128], qh[64], int8 scales[16], f16 d */
-        const uint8_t *b = p + (i / 256) * 210, *ql = b + 64 * (j / 128), *qh = b + 128 + 32 * (j / 128);
-        const int8_t *sc = (const int8_t *)(b + 192) + 8 * (j / 128);
-        int r = j % 128, quarter = r / 32, l = r % 32, is = l / 16;
+/* Weight i of a GGML block type as its dequantize_row_* takes it apart. 32-element blocks: Q8_0 f16 d,
+ * 32 int8; Q4_0 f16 d, 16 bytes of nibbles (low: elements 0..15, high: 16..31), q - 8; Q4_1 f16 d, f16
+ * m, the nibbles; Q5_0 f16 d, 32 high bits, the nibbles, q - 16; Q5_1 f16 d, f16 m, the high bits,
+ * the nibbles. 256-element super-blocks: Q4_K f16 d, f16 dmin, 12 bytes of 6-bit sub-block scales
+ * and mins, 128 bytes of nibbles, (d * scale) * q - dmin * min per 32 (Q5_K the same with 32 bytes of
+ * high bits before the nibbles); Q6_K 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales,
+ * f16 d, d * scale * (q - 32) per 16. */
+void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
+    const uint8_t *p = t->data;
+    w->min = 0.0f, w->min_f16 = -1;
+    int j = (int)(i % 32), lo = j < 16;
+    switch (t->src_type) {
+    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: {
+        static const int bytes[] = {[IMP_Q8_0] = 34, [IMP_Q4_0] = 18, [IMP_Q4_1] = 20};
+        const uint8_t *b = p + (i / 32) * (size_t)bytes[t->src_type], *qs = b + (t->src_type == IMP_Q4_1 ? 4 : 2);
+        w->q = t->src_type == IMP_Q8_0 ? (int8_t)qs[j] : lo ? qs[j] & 0x0F : qs[j - 16] >> 4;
+        if (t->src_type == IMP_Q4_0) w->q -= 8;
+        if (t->src_type == IMP_Q4_1) w->min_f16 = half_bits(b + 2);
+        w->scale_f16 = half_bits(b);
+        break;
+    }
+    case IMP_Q5_0: case IMP_Q5_1: {
+        const uint8_t *b = p + (i / 32) * (t->src_type == IMP_Q5_0 ? 22 : 24);
+        const uint8_t *qh = b + (t->src_type == IMP_Q5_0 ? 2 : 4), *qs = qh + 4;
+        uint32_t h;
+        memcpy(&h, qh, 4);
+        w->q = (lo ? qs[j] & 0x0F : qs[j - 16] >> 4) | (int)((h >> j) & 1) << 4;
+        if (t->src_type == IMP_Q5_0) w->q -= 16;
+        else w->min_f16 = half_bits(b + 2);
+        w->scale_f16 = half_bits(b);
+        break;
+    }
+    case IMP_Q6_K: { /* ql[128], qh[64], int8 scales[16], f16 d */
+        int e = (int)(i % 256);
+        const uint8_t *b = p + (i / 256) * 210, *ql = b + 64 * (e / 128), *qh = b + 128 + 32 * (e / 128);
+        const int8_t *sc = (const int8_t *)(b + 192) + 8 * (e / 128);
+        int r = e % 128, quarter = r / 32, l = r % 32, is = l / 16;
         int q = quarter == 0 ? (ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4
               : quarter == 1 ? (ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4
               : quarter == 2 ? (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4
                              : (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4;
-        return half_at(b + 208) * (float)sc[is + 2 * quarter] * (float)(q - 32);
+        w->q = q - 32, w->scale_f16 = -1;
+        w->scale = kern_f16_to_f32((uint16_t)half_bits(b + 208)) * (float)sc[is + 2 * quarter];
+        return;
     }
-    /* Q4_K: f16 d, f16 dmin, scales[12], qs[128]; Q5_K: the same, then qh[32] before qs */
-    const uint8_t *b = p + (i / 256) * (type == IMP_Q4_K ? 144 : 176), *scales = b + 4;
-    const uint8_t *qh = b + 16, *qs = b + (type == IMP_Q4_K ? 16 : 48);
-    int c = j / 64, l = j % 64, high = l >= 32, is = 2 * c + high, sc, mn;
-    l %= 32;
-    scale_min_k4(is, scales, &sc, &mn);
-    int q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
-    if (type == IMP_Q5_K && (qh[l] & (1 << (2 * c + high)))) q += 16;
-    float d1 = half_at(b) * (float)sc, m1 = half_at(b + 2) * (float)mn;
-    return d1 * (float)q - m1;
+    default: { /* Q4_K, Q5_K */
+        int e = (int)(i % 256), k4 = t->src_type == IMP_Q4_K;
+        const uint8_t *b = p + (i / 256) * (k4 ? 144 : 176), *qh = b + 16, *qs = b + (k4 ? 16 : 48);
+        int c = e / 64, l = e % 64, high = l >= 32, sc, mn;
+        l %= 32;
+        scale_min_k4(2 * c + high, b + 4, &sc, &mn);
+        w->q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+        if (!k4 && (qh[l] & (1 << (2 * c + high)))) w->q += 16;
+        w->scale_f16 = -1;
+        w->scale = kern_f16_to_f32((uint16_t)half_bits(b)) * (float)sc;
+        w->min = -(kern_f16_to_f32((uint16_t)half_bits(b + 2)) * (float)mn);
+        return;
+    }
+    }
+    w->scale = kern_f16_to_f32((uint16_t)w->scale_f16);
+    if (w->min_f16 >= 0) w->min = kern_f16_to_f32((uint16_t)w->min_f16);
 }
 
 int imp_int_group(int src_type) {
     switch (src_type) {
-    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q5_0: return 32;
+    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: case IMP_Q5_0: case IMP_Q5_1: case IMP_Q4_K: case IMP_Q5_K: return 32;
     case IMP_Q6_K: return 16;
     }
     return 0;
 }
-
-float imp_group_scale(const imp_tensor *t, size_t i, int32_t *f16_bits) {
-    const uint8_t *p = t->data;
-    if (t->src_type == IMP_Q6_K) { /* d * scales[j / 16], d the super-block's f16 at byte 208 */
-        const uint8_t *b = p + (i / 256) * 210;
-        *f16_bits = -1;
-        return half_at(b + 208) * (float)((const int8_t *)(b + 192))[i % 256 / 16];
-    }
-    const uint8_t *b = p + (i / 32) * (t->src_type == IMP_Q8_0 ? 34 : t->src_type == IMP_Q5_0 ? 22 : 18);
-    uint16_t h;
-    memcpy(&h, b, 2);
-    *f16_bits = h;
-    return kern_f16_to_f32(h);
+int imp_int_has_min(int src_type) {
+    return src_type == IMP_Q4_1 || src_type == IMP_Q5_1 || src_type == IMP_Q4_K || src_type == IMP_Q5_K;
 }
 
-/* Element i of a source tensor as f32. Q8_0 and Q4_0 are GGML's 32-element blocks: an f16 scale
- * then 32 int8 values (Q8_0), or 16 bytes of 4-bit values offset by 8 (Q4_0; low nibbles are
- * elements 0..15, high nibbles 16..31). */
+/* Element i of a source tensor as f32: a block type's q * scale (exact: the products fit in 24 bits),
+ * plus its min (one rounding, as GGML's dequantization: d * q + m, or (d * scale) * q - dmin * min). */
 float imp_tensor_at(const imp_tensor *t, size_t i) {
     const uint8_t *p = t->data;
     switch (t->src_type) {
     case IMP_F32: { float f; memcpy(&f, p + 4 * i, 4); return f; }
     case IMP_F16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_f16_to_f32(h); }
     case IMP_BF16: { uint16_t h; memcpy(&h, p + 2 * i, 2); return kern_bf16_to_f32(h); }
-    case IMP_Q8_0: {
-        const uint8_t *b = p + (i / 32) * 34;
-        uint16_t h; memcpy(&h, b, 2);
-        return kern_f16_to_f32(h) * (float)(int8_t)b[2 + i % 32];
     }
-    case IMP_Q4_0: {
-        const uint8_t *b = p + (i / 32) * 18;
-        uint16_t h; memcpy(&h, b, 2);
-        int j = (int)(i % 32), q = j < 16 ? (b[2 + j] & 0x0F) : (b[2 + j - 16] >> 4);
-        return kern_f16_to_f32(h) * (float)(q - 8);
-    }
-    case IMP_Q4_1: case IMP_Q5_0: case IMP_Q5_1: return small_block_at(t->src_type, p, i);
-    case IMP_Q4_K: case IMP_Q5_K: case IMP_Q6_K: return k_block_at(t->src_type, p, i);
-    }
-    return 0.0f;
+    imp_qweight w;
+    imp_qweight_at(t, i, &w);
+    float v = (float)w.q * w.scale;
+    return imp_int_has_min(t->src_type) ? v + w.min : v;
 }
 
 void imp_tensor_f32(const imp_tensor *t, float *out) {

@@ -72,15 +72,22 @@ void imp_model_free(imp_model *m);
 /* Adds a tensor (borrowing data). Returns NULL on allocation failure. */
 imp_tensor *imp_add_tensor(imp_model *m, const char *name, int src_type, const void *data, uint64_t rows,
                            uint64_t cols, int matrix);
-/* Element i of a tensor as f32 (Q8_0 and Q4_0: value times its block's scale). */
+/* Element i of a tensor as f32 (GGML's block types dequantized as GGML does). */
 float imp_tensor_at(const imp_tensor *t, size_t i);
-/* GGML types whose every weight is an integer times one scale per group of a row, with no offset:
- * the group size (Q8_0, Q4_0, Q5_0: 32; Q6_K: 16, its scale d * sub-block scale), else 0. For those,
- * imp_group_scale is the scale of the group that element i begins, exactly as GGML's dequantization
- * multiplies it (element = scale * integer with no rounding: the products fit in 24 bits), and
- * *f16_bits its f16 bits when the type stores it as one f16 (Q8_0, Q4_0, Q5_0), else -1. */
+/* GGML's block types hold every weight as an integer q with a scale per group of a row, and for some
+ * a min: weight = q * scale + min. imp_int_group is the group size (32; Q6_K 16: its scale is d times
+ * the sub-block's), 0 for the other types; imp_int_has_min says whether the type has mins (Q4_1, Q5_1,
+ * Q4_K, Q5_K). q * scale is exact in f32 for all of them (the products fit in 24 bits). */
 int imp_int_group(int src_type);
-float imp_group_scale(const imp_tensor *t, size_t i, int32_t *f16_bits);
+int imp_int_has_min(int src_type);
+typedef struct imp_qweight {
+    int q;                      /* Q8_0 -128..127, Q4_0 -8..7, Q5_0 -16..15, Q6_K -32..31; Q4_1, Q4_K 0..15;
+                                 * Q5_1, Q5_K 0..31 */
+    float scale, min;           /* the group's; min 0 without mins (Q4_K's: -(dmin * sub-block min)) */
+    int32_t scale_f16, min_f16; /* their f16 bits where the type stores each as one f16, else -1 */
+} imp_qweight;
+/* Weight i of a tensor of a block type (imp_int_group > 0), taken apart. */
+void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w);
 /* The tensor's n values widened to f32 (n = rows * cols). */
 void imp_tensor_f32(const imp_tensor *t, float *out);
 /* Sets the sliding window of every layer: windowed iff is_windowed[l] (NULL: all). 0 on allocation failure. */

@@ -243,7 +243,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 
 /* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4/i8/i4 with its
  * scales in '<name>.scale', f16 or f32 [padded rows, n_groups], the group size following from cols and
- * n_groups. i8/i4 (int8 activations) need an even cols and even groups of at most
+ * n_groups; q8/q4 may have mins in '<name>.min', of the scales' type and shape (kern_mat.mins). i8/i4 (int8 activations) need an even cols and even groups of at most
  * KERN_INT_GROUP_MAX, and may carry static activation parameters '<name>.act' (f32 [2]: scale,
  * zero point) with their group sums '<name>.wsum' (f32, shaped as the scales). */
 static etch_status need_matrix(etch_program *p, const char *path, const char *name, uint64_t rows, uint64_t cols,
@@ -273,6 +273,14 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
     if ((st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
                           &m->scales, err)))
         return st;
+    snprintf(sname, sizeof sname, "%s.min", name); /* a GGUF's Q4_1/Q4_K/Q5_1/Q5_K: w = u * scale + min */
+    if (fmt_find_tensor(&p->file, sname)) {
+        if (kern_is_int_dot(m->type))
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has mins '%s': only q8 and q4 matrices may", path, name, sname);
+        if ((st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
+                              &m->mins, err)))
+            return st;
+    }
     if (!kern_is_int_dot(m->type)) return ETCH_OK;
     if (cols % 2 || m->group % 2 || m->group > KERN_INT_GROUP_MAX)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' (%s) has %llu columns in groups of %d: integer-dot matrices need "
@@ -365,9 +373,9 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
     for (uint32_t i = 0; i < p->file.n_tensors; i++) {
         const fmt_tensor *t = &p->file.tensors[i];
         const char *dot = strrchr(t->name, '.');
-        /* quantization scales, a8w8's group sums (.wsum) and activation parameters (.act) are derived
-         * from the weights, not parameters */
-        if (dot && (!strcmp(dot, ".scale") || !strcmp(dot, ".wsum") || !strcmp(dot, ".act"))) continue;
+        /* quantization scales and mins, a8w8's group sums (.wsum) and activation parameters (.act) are
+         * derived from the weights, not parameters */
+        if (dot && (!strcmp(dot, ".scale") || !strcmp(dot, ".min") || !strcmp(dot, ".wsum") || !strcmp(dot, ".act"))) continue;
         uint64_t count = 1;
         for (uint32_t d = 0; d < t->ndim; d++) count *= t->dims[d];
         p->n_params += count;

@@ -74,35 +74,91 @@ void gguf_arr_f32(gguf_writer *g, float v) {
     w_u32(g->w, b);
 }
 
-/* Quantizes one 32-value block as GGML does (Q8_0: scale max|x|/127; Q4_0: scale from the value of
- * largest magnitude over -8, nibbles offset by 8). */
+static void put_half(uint8_t *out, float f) {
+    uint16_t h = kern_f32_to_f16(f);
+    memcpy(out, &h, 2);
+}
+
+/* Quantizes one block (gguf_block_size values) as GGML's reference quantizers do: Q8_0 scale max|x|/127;
+ * Q4_0 a scale from the value of largest magnitude over -8, nibbles offset by 8; Q4_1 and Q5_1 a scale
+ * (max - min) / 15 or 31 and the min. Q4_K and Q5_K take each 32-value sub-block's scale and min the
+ * simple way (min of the values and 0, range / 15 or 31; GGML searches for better ones), as 6-bit
+ * multiples of the super-block's d and dmin, then the values against the rounded ones. */
 static void quant_block(int type, const float *x, uint8_t *out) {
     if (type == GGUF_Q8_0) {
         float amax = 0;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
         float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
-        uint16_t h = kern_f32_to_f16(d);
-        memcpy(out, &h, 2);
+        put_half(out, d);
         for (int i = 0; i < 32; i++) out[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
-    } else {
+    } else if (type == GGUF_Q4_0) {
         float amax = 0, max = 0;
         for (int i = 0; i < 32; i++)
             if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
         float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
-        uint16_t h = kern_f32_to_f16(d);
-        memcpy(out, &h, 2);
+        put_half(out, d);
         for (int i = 0; i < 16; i++) {
             int a = (int)(x[i] * id + 8.5f), b = (int)(x[16 + i] * id + 8.5f);
             a = a < 0 ? 0 : a > 15 ? 15 : a;
             b = b < 0 ? 0 : b > 15 ? 15 : b;
             out[2 + i] = (uint8_t)(a | b << 4);
         }
+    } else if (type == GGUF_Q4_1 || type == GGUF_Q5_1) {
+        int nmax = type == GGUF_Q4_1 ? 15 : 31;
+        float min = x[0], max = x[0];
+        for (int i = 1; i < 32; i++) min = fminf(min, x[i]), max = fmaxf(max, x[i]);
+        float d = (max - min) / (float)nmax, id = d ? 1.0f / d : 0.0f;
+        put_half(out, d);
+        put_half(out + 2, min);
+        uint8_t *qs = out + (type == GGUF_Q4_1 ? 4 : 8);
+        uint32_t qh = 0;
+        memset(qs, 0, 16);
+        for (int i = 0; i < 32; i++) {
+            int q = (int)((x[i] - min) * id + 0.5f);
+            q = q > nmax ? nmax : q;
+            qs[i % 16] |= (uint8_t)((q & 15) << (i < 16 ? 0 : 4));
+            qh |= (uint32_t)(q >> 4) << i;
+        }
+        if (type == GGUF_Q5_1) memcpy(out + 4, &qh, 4);
+    } else { /* Q4_K, Q5_K: f16 d, f16 dmin, scales[12], (Q5_K: qh[32]), qs[128] */
+        int nmax = type == GGUF_Q4_K ? 15 : 31;
+        float sc[8], mn[8], max_sc = 0, max_mn = 0;
+        for (int j = 0; j < 8; j++) {
+            float lo = 0, hi = x[32 * j];
+            for (int i = 0; i < 32; i++) lo = fminf(lo, x[32 * j + i]), hi = fmaxf(hi, x[32 * j + i]);
+            sc[j] = (hi - lo) / (float)nmax, mn[j] = -lo;
+            max_sc = fmaxf(max_sc, sc[j]), max_mn = fmaxf(max_mn, mn[j]);
+        }
+        float d = kern_f16_to_f32(kern_f32_to_f16(max_sc / 63.0f)), dmin = kern_f16_to_f32(kern_f32_to_f16(max_mn / 63.0f));
+        put_half(out, d);
+        put_half(out + 2, dmin);
+        uint8_t *scales = out + 4, *qh = out + 16, *qs = out + (type == GGUF_Q4_K ? 16 : 48);
+        memset(scales, 0, 12);
+        memset(qs, 0, 128);
+        if (type == GGUF_Q5_K) memset(qh, 0, 32);
+        for (int j = 0; j < 8; j++) {
+            int ls = d > 0 ? (int)lroundf(sc[j] / d) : 0, lm = dmin > 0 ? (int)lroundf(mn[j] / dmin) : 0;
+            ls = ls > 63 ? 63 : ls, lm = lm > 63 ? 63 : lm;
+            if (j < 4) {
+                scales[j] |= (uint8_t)ls, scales[j + 4] |= (uint8_t)lm;
+            } else {
+                scales[j + 4] = (uint8_t)((ls & 0xF) | (lm & 0xF) << 4);
+                scales[j - 4] |= (uint8_t)((ls >> 4) << 6), scales[j] |= (uint8_t)((lm >> 4) << 6);
+            }
+            float dj = d * (float)ls, mj = dmin * (float)lm;
+            for (int i = 0; i < 32; i++) {
+                int q = dj > 0 ? (int)lroundf((x[32 * j + i] + mj) / dj) : 0;
+                q = q < 0 ? 0 : q > nmax ? nmax : q;
+                qs[32 * (j / 2) + i] |= (uint8_t)((q & 15) << (j % 2 ? 4 : 0));
+                if (q > 15) qh[i] |= (uint8_t)(1 << j);
+            }
+        }
     }
 }
 
 static uint64_t type_bytes(int type, uint64_t count) {
-    return type == GGUF_F32 ? count * 4 : type == GGUF_F16 || type == GGUF_BF16 ? count * 2
-         : type == GGUF_Q8_0 ? count / 32 * 34 : count / 32 * 18;
+    uint32_t bytes, n = gguf_block_size((uint32_t)type, &bytes);
+    return count / n * bytes;
 }
 
 etch_status gguf_writer_open(gguf_writer *g, const char *path, uint64_t n_tensors, etch_error *err) {
@@ -149,7 +205,7 @@ void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) 
         else w_bytes(w, zero, (size_t)((32 - pos % 32) % 32));
         g->data_started = 1;
     }
-    uint8_t buf[68];
+    uint8_t buf[256];
     for (uint64_t i = 0; i < count;) {
         if (type == GGUF_F32) {
             w_bytes(w, x + i, 4);
@@ -159,9 +215,10 @@ void gguf_tensor_data(gguf_writer *g, int type, const float *x, uint64_t count) 
             w_bytes(w, &h, 2);
             i++;
         } else {
+            uint32_t bytes, n = gguf_block_size((uint32_t)type, &bytes);
             quant_block(type, x + i, buf);
-            w_bytes(w, buf, type == GGUF_Q8_0 ? 34 : 18);
-            i += 32;
+            w_bytes(w, buf, bytes);
+            i += n;
         }
     }
     uint64_t bytes = type_bytes(type, count);

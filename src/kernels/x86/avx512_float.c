@@ -80,11 +80,11 @@ DEFINE_MATMUL(bf16)
 
 /* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 0..7 summed x
  * times whole bytes, less rows 8..15's sums (16 times their nibble), which are scaled back by 1/16;
- * then each less 8 times the group's sum of x. */
-static INLINE __m512 q4_fix16(__m512 p, float xs) {
+ * then each less off (8, or 0 with mins) times the group's sum of x. */
+static INLINE __m512 q4_fix16(__m512 p, float xs, float off) {
     __m512 swapped = _mm512_shuffle_f32x4(p, p, _MM_SHUFFLE(1, 0, 3, 2)); /* rows 8..15's sums under rows 0..7's */
     __m512 t = _mm512_mask_mul_ps(_mm512_sub_ps(p, swapped), (__mmask16)0xFF00, p, _mm512_set1_ps(0.0625f));
-    return _mm512_fmadd_ps(_mm512_set1_ps(-8.0f), _mm512_set1_ps(xs), t);
+    return _mm512_fmadd_ps(_mm512_set1_ps(-off), _mm512_set1_ps(xs), t);
 }
 
 /* R rows (1..8) x one panel over whole groups g0 .. g1-1 widened in blk: a row's group sums and its
@@ -100,11 +100,17 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
             __m512 w = _mm512_loadu_ps(blk + (size_t)(kk - kb) * KERN_PANEL); /* blk is 32-byte aligned */
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)r * ldx + kk]), w, p[r]);
         }
-        if (type == KERN_Q4)
+        float xs[8] = {0}; /* the rows' sums of x over the group (Q4, mins) */
+        if (q_need_xsum(type, m))
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                p[r] = q4_fix16(p[r], xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e));
+                xs[r] = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
+        if (type == KERN_Q4) _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = q4_fix16(p[r], xs[r], m->q4_off);
         __m512 s = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(p[r], s, a[r]);
+        if (m->mn) { /* + the mins times the sums of x, as the twin */
+            __m512 mn = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[r]), a[r]);
+        }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);
 }
