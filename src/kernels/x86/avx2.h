@@ -77,6 +77,9 @@ static inline float q4_xsum(const float *x, int b, int e) {
 
 /* Rows of a long group's sums kept at a time (the Q8/Q4 and integer tiles). */
 #define Q_ROWS 48
+/* Steps of a panel widened at a time for several rows (16 KiB of f32 on the stack per panel, two
+ * panels for a variant's tiles); the rows whose group sums are kept at a time are Q_ROWS (3 KiB). */
+#define Q_BLOCK 256
 
 /* A weight-only quantized matrix (Q8 or Q4) around its panels (avx2_float.c). */
 typedef struct qmat {
@@ -90,10 +93,11 @@ typedef struct qmat {
 /* Whether a group's sum of x is needed: Q4's offset and the mins. */
 static INLINE int q_need_xsum(int type, const qmat *m) { return type == KERN_Q4 || m->mn; }
 
-/* The rows of a chunk x one panel over whole groups g0 .. g1-1, widened to f32 in blk from step kb
- * (16 floats per step: rows 0..7 as avx2_float.c's q_step widens them, then rows 8..15); xsum: the
- * sums of x per row and group ([rows][n_groups]) that Q4 and mins need, or NULL. A variant's own tiles for weight-only
- * prefill (avx512_float.c); NULL: the AVX2 ones. */
+/* The rows of a chunk x one or two panels (cols up to 32: two when more than 16) over whole groups
+ * g0 .. g1-1, widened to f32 in blk from step kb (16 floats per step: rows 0..7 as avx2_float.c's
+ * q_step widens them, then rows 8..15; the second panel's block Q_BLOCK * 16 floats after the first's);
+ * xsum: the sums of x per row and group ([rows][n_groups]) that Q4 and mins need, or NULL. A variant's
+ * own tiles for weight-only prefill (avx512_float.c); NULL: the AVX2 ones, one panel at a time. */
 typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
                                 const qmat *m, int panel, int g0, int g1, int rows, int cols, const float *xsum);
 /* part[r * 16 + j] (plus its value when acc) + the FMA chain over len widened steps of a long group

@@ -162,9 +162,6 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
     }
 }
 
-/* Steps of a panel widened at a time for several rows (16 KiB of f32 on the stack); the rows whose
- * group sums are kept at a time are Q_ROWS (avx2.h, 3 KiB). */
-#define Q_BLOCK 256
 
 /* R rows (1..3) x one panel over whole groups g0 .. g1-1 widened in blk (from step kb): each group's
  * sums in registers, joined to the element in registers: 4R accumulators. Groups up to Q_BLOCK. */
@@ -221,7 +218,7 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long
     qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8,
               km->mins, kern_q4_offset(km)};
     int p_begin = ob;
-    float blk[Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
+    float blk[2 * Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     float xsum[Q_XSUM];
     if (n == 1) { /* the sums of x once for every panel (a scalar chain per group), not once per four */
         int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM;
@@ -239,14 +236,16 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long
             for (int r = 0; r < cn; r++)
                 for (int g = 0; g < n_groups; g++)
                     xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, group_end_at(g, m.group, k));
-        for (int p0 = p_begin; p0 < oe; p0 += KERN_PANEL) {
-            int cols = oe - p0 < KERN_PANEL ? oe - p0 : KERN_PANEL, panel = p0 / KERN_PANEL;
+        for (int p0 = p_begin, np = 1; p0 < oe; p0 += np * KERN_PANEL) {
+            /* a variant's tiles take two panels at a time (cols up to 32), the AVX2 ones one */
+            np = tiles && m.group <= Q_BLOCK && oe - p0 > KERN_PANEL ? 2 : 1;
+            int cols = oe - p0 < np * KERN_PANEL ? oe - p0 : np * KERN_PANEL, panel = p0 / KERN_PANEL;
             if (m.group <= Q_BLOCK) { /* small groups: blocks of whole groups, sums kept in registers */
                 int per = Q_BLOCK / m.group;
                 for (int g0 = 0; g0 < n_groups; g0 += per) {
                     int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
                     int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
-                    widen_steps(type, &m, panel, kb, len, blk);
+                    for (int i = 0; i < np; i++) widen_steps(type, &m, panel + i, kb, len, blk + (size_t)i * Q_BLOCK * KERN_PANEL);
                     if (tiles) {
                         tiles(type, yc + p0, ldy, xc, k, blk, kb, &m, panel, g0, g1, cn, cols, n_groups <= Q_XSUM ? xsum : NULL);
                         continue;

@@ -1,8 +1,8 @@
 /* kernels/x86/avx512_float.c: prefill's matmul with f32 activations, AVX-512F: a 16-row panel is
  * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 2 panels (12 accumulators);
  * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
- * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 8 rows (whole
- * groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the same order. Both equal the twin bit for bit. Decode
+ * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
+ * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the same order. Both equal the twin bit for bit. Decode
  * (one row) goes to the AVX2 GEMVs. */
 #include "avx2.h"
 
@@ -87,50 +87,81 @@ static INLINE __m512 q4_fix16(__m512 p, float xs, float off) {
     return _mm512_fmadd_ps(_mm512_set1_ps(-off), _mm512_set1_ps(xs), t);
 }
 
-/* R rows (1..8) x one panel over whole groups g0 .. g1-1 widened in blk: a row's group sums and its
- * output sums one register each (16 accumulators at eight rows), one weight load per step for all. */
+/* R rows (1..6) x P panels (1..2) over whole groups g0 .. g1-1 widened in blk: a row's group sums and
+ * its output sums one register each per panel (24 accumulators at six rows and two panels), P weight
+ * loads and R broadcasts per step for 2R FMAs. Every output takes the twin's operations in its order. */
 static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
-                           const qmat *m, int panel, int g0, int g1, int R, __mmask16 cm, const float *xsum) {
-    __m512 a[8], p[8];
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
+                           const qmat *m, int panel, int g0, int g1, int R, int P, __mmask16 cm0, __mmask16 cm1,
+                           const float *xsum) {
+    __m512 a0[6], a1[6], p0[6], p1[6];
+    const float *blk1 = blk + (size_t)Q_BLOCK * KERN_PANEL;
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        a0[r] = g0 ? _mm512_maskz_loadu_ps(cm0, y + (size_t)r * ldy) : _mm512_setzero_ps();
+        a1[r] = g0 && P > 1 ? _mm512_maskz_loadu_ps(cm1, y + (size_t)r * ldy + KERN_PANEL) : _mm512_setzero_ps();
+    }
     for (int g = g0; g < g1; g++) {
         int b = g * m->group, e = group_end_at(g, m->group, m->k);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_setzero_ps();
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) p0[r] = p1[r] = _mm512_setzero_ps();
         for (int kk = b; kk < e; kk++) {
-            __m512 w = _mm512_loadu_ps(blk + (size_t)(kk - kb) * KERN_PANEL); /* blk is 32-byte aligned */
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)r * ldx + kk]), w, p[r]);
+            __m512 w0 = _mm512_loadu_ps(blk + (size_t)(kk - kb) * KERN_PANEL); /* blk is 32-byte aligned */
+            __m512 w1 = P > 1 ? _mm512_loadu_ps(blk1 + (size_t)(kk - kb) * KERN_PANEL) : w0;
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + kk]);
+                p0[r] = _mm512_fmadd_ps(xb, w0, p0[r]);
+                if (P > 1) p1[r] = _mm512_fmadd_ps(xb, w1, p1[r]);
+            }
         }
-        float xs[8] = {0}; /* the rows' sums of x over the group (Q4, mins) */
+        float xs[6] = {0}; /* the rows' sums of x over the group (Q4, mins) */
         if (q_need_xsum(type, m))
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
                 xs[r] = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
-        if (type == KERN_Q4) _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = q4_fix16(p[r], xs[r], m->q4_off);
-        __m512 s = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(p[r], s, a[r]);
+        if (type == KERN_Q4)
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                p0[r] = q4_fix16(p0[r], xs[r], m->q4_off);
+                if (P > 1) p1[r] = q4_fix16(p1[r], xs[r], m->q4_off);
+            }
+        __m512 s0 = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
+        __m512 s1 = P > 1 ? scales16_z(m->sc, m->sc16, m->n_groups, panel + 1, g) : s0;
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            a0[r] = _mm512_fmadd_ps(p0[r], s0, a0[r]);
+            if (P > 1) a1[r] = _mm512_fmadd_ps(p1[r], s1, a1[r]);
+        }
         if (m->mn) { /* + the mins times the sums of x, as the twin */
-            __m512 mn = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps(xs[r]), a[r]);
+            __m512 n0 = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
+            __m512 n1 = P > 1 ? scales16_z(m->mn, m->sc16, m->n_groups, panel + 1, g) : n0;
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                a0[r] = _mm512_fmadd_ps(n0, _mm512_set1_ps(xs[r]), a0[r]);
+                if (P > 1) a1[r] = _mm512_fmadd_ps(n1, _mm512_set1_ps(xs[r]), a1[r]);
+            }
         }
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm0, a0[r]);
+        if (P > 1) _mm512_mask_storeu_ps(y + (size_t)r * ldy + KERN_PANEL, cm1, a1[r]);
+    }
 }
 
-/* kern_q_tiles_fn: every row of the chunk, eight at a time. */
+/* kern_q_tiles_fn: every row of the chunk, six at a time, over one or two panels. */
 static void zq_tiles(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb, const qmat *m,
                      int panel, int g0, int g1, int rows, int cols, const float *xsum) {
-    __mmask16 cm = cols_mask(cols);
-    int r = 0;
-#define ZQ(R) zq_tile(type, y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, blk, kb, m, panel, g0, g1, R, cm, \
-                      xsum ? xsum + (size_t)r * m->n_groups : NULL)
-    for (; r + 8 <= rows; r += 8) ZQ(8);
-    switch (rows - r) { /* the tail, with the row count known to the compiler */
-    case 7: ZQ(7); break;
-    case 6: ZQ(6); break;
-    case 5: ZQ(5); break;
-    case 4: ZQ(4); break;
-    case 3: ZQ(3); break;
-    case 2: ZQ(2); break;
-    case 1: ZQ(1); break;
+    __mmask16 cm0 = cols_mask(cols), cm1 = cols_mask(cols - KERN_PANEL);
+    int r = 0, two = cols > KERN_PANEL;
+#define ZQ(R, P) zq_tile(type, y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, blk, kb, m, panel, g0, g1, R, P, cm0, \
+                         cm1, xsum ? xsum + (size_t)r * m->n_groups : NULL)
+    for (; r + 6 <= rows; r += 6)
+        if (two) ZQ(6, 2);
+        else ZQ(6, 1);
+    switch ((rows - r) * 2 + two) { /* the tail, with the row and panel counts known to the compiler */
+    case 11: ZQ(5, 2); break;
+    case 10: ZQ(5, 1); break;
+    case 9: ZQ(4, 2); break;
+    case 8: ZQ(4, 1); break;
+    case 7: ZQ(3, 2); break;
+    case 6: ZQ(3, 1); break;
+    case 5: ZQ(2, 2); break;
+    case 4: ZQ(2, 1); break;
+    case 3: ZQ(1, 2); break;
+    case 2: ZQ(1, 1); break;
     }
 #undef ZQ
 }
