@@ -177,7 +177,7 @@ static void test_matmul_int(const char *variant, int exact) {
     static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
     float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
     void *sc = malloc(144 * 1100 * sizeof(float));
-    float *ws = malloc(144 * 1100 * sizeof *ws);
+    float *ws = malloc(144 * 1100 * sizeof *ws), *mn = malloc(144 * 1100 * sizeof *mn);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
     int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);
     uint16_t *bytes = malloc(13 * 550 * sizeof *bytes);
@@ -189,7 +189,7 @@ static void test_matmul_int(const char *variant, int exact) {
         for (int n = 1; n <= 13; n += n < 9 ? 1 : 4) /* every tail of an eight-row tile */
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t di = 0; di < sizeof ds / sizeof *ds; di++)
-                    for (int stat = 0; stat < 2; stat++) {
+                    for (int stat = 0; stat < 3; stat++) { /* dynamic, static, dynamic with mins */
                         int k = ks[ki], d = ds[di], want = (int[]){32, 6, 1 << 20}[(n + ki + di) % 3];
                         fill(x, (size_t)n * k);
                         fill(wf, (size_t)d * k);
@@ -200,7 +200,15 @@ static void test_matmul_int(const char *variant, int exact) {
                         kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws, st, NULL};
                         kern_mat mq = {q, sc, type, group, NULL, NULL, st, NULL};
                         float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
-                        m.act = stat ? act : NULL;
+                        m.act = stat == 1 ? act : NULL;
+                        if (stat == 2) { /* mins, as GGUF's Q4_1/Q4_K/Q5_1/Q5_K: a weight is u * scale + min */
+                            for (int i = 0; i < kern_packed_rows(d) * kern_q_groups(k, group); i++) {
+                                float v = 0.05f * frand();
+                                if (st == KERN_F16) ((uint16_t *)mn)[i] = kern_f32_to_f16(v);
+                                else mn[i] = v;
+                            }
+                            m.mins = mq.mins = mn;
+                        }
                         kern_group_sums(ws, &m, d, k);
                         kern_quantize_x(&qx, x, n, k, m.act);
                         for (int o = 0; o < d; o++) /* the layouts hold the same values */
@@ -237,7 +245,7 @@ static void test_matmul_int(const char *variant, int exact) {
                     }
     CHECK(mismatched == 0, "%s: %d integer-dot cases differ", variant, mismatched);
     CHECK(worst < 1e-5, "%s: the integer twin is off the double sum by %g of the magnitude", variant, worst);
-    free(x), free(wf), free(sc), free(ws), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
+    free(x), free(wf), free(sc), free(ws), free(mn), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
 }
 
 /* The AVX2 activation quantizer equals the scalar one exactly: halves (0.5, 1.5, -2.5 steps), NaN,

@@ -23,7 +23,8 @@ static const char quantize_help[] =
     "          layer input, calibrated: needs --calib\n"
     "A program whose layers are already q8 or q4 (a GGUF's Q8_0/Q4_0/Q5_0/Q6_K kept as they are) converts to\n"
     "8da8w or a8w8 (q8) and 8da4w (q4) with its values and groups as they are, nothing rounded again.\n"
-    "Matrices with mins (a GGUF's Q4_1/Q4_K/Q5_1/Q5_K) are rounded from their weights, as float ones are.\n"
+    "Their mins (a GGUF's Q4_1/Q4_K/Q5_1/Q5_K) go with them; for a8w8 such matrices are rounded from their\n"
+    "weights, as float ones are.\n"
     "\n"
     "  --group-size N   values per scale along the input (default: the scheme's)\n"
     "  --qembedding S   quantize the embedding table too, 8w or 4w (a tied table then serves the\n"
@@ -47,6 +48,13 @@ static void print_line(void *user, const char *line) {
     (void)user;
     if (calib_header[0]) fprintf(stderr, "%s\n", calib_header), calib_header[0] = '\0';
     fprintf(stderr, "  %s\n", line);
+}
+
+static int has_tensor(etch_program *p, const char *name) {
+    etch_tensor_info t;
+    for (int32_t i = 0; etch_program_tensor(p, i, &t) == ETCH_OK; i++)
+        if (!strcmp(t.name, name)) return 1;
+    return 0;
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -136,23 +144,24 @@ int cmd_quantize(int argc, char **argv) {
     if (b.file_size > a.file_size + a.file_size / 100 && !o.qembedding && etch_program_meta(src)->tied_embeddings)
         fprintf(stderr, "%s: note: the output is larger than its input: this model's embedding table is tied to its "
                         "classifier and stays in the input's type; --qembedding 8w or 4w quantizes it too\n", cli_name);
-    /* Which matrices kept their values (already q8/q4 in the input without mins: a GGUF's Q8_0, Q4_0,
-     * Q5_0, Q6_K) and which were rounded from float, said when the input had any of the first kind. */
-    int kept = 0, rounded = 0;
-    etch_tensor_info ti, to, tm;
+    /* Which matrices kept their values (q8/q4 in the input, a GGUF's block types, converted as they
+     * are: with their mins, if any, where the output keeps them) and which were rounded from their
+     * weights, said when the input had any quantized matrix. */
+    int kept = 0, rounded = 0, quantized_in = 0;
+    etch_tensor_info ti, to;
     for (int32_t i = 0; etch_program_tensor(src, i, &ti) == ETCH_OK; i++) {
         char mname[160];
         snprintf(mname, sizeof mname, "%s.min", ti.name);
-        int has_min = 0;
-        for (int32_t j = 0; !has_min && etch_program_tensor(src, j, &tm) == ETCH_OK; j++) has_min = !strcmp(tm.name, mname);
-        int quant_in = (!strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4")) && !has_min;
+        int min_in = has_tensor(src, mname), min_out = has_tensor(p, mname);
+        int quant_in = !strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4");
+        quantized_in |= quant_in;
         for (int32_t j = 0; ti.ndim == 2 && etch_program_tensor(p, j, &to) == ETCH_OK; j++)
             if (!strcmp(to.name, ti.name)) {
-                if (strcmp(to.dtype, ti.dtype)) quant_in ? kept++ : rounded++;
+                if (strcmp(to.dtype, ti.dtype)) quant_in && min_in == min_out ? kept++ : rounded++;
                 break;
             }
     }
-    if (kept)
+    if (quantized_in)
         fprintf(stderr, "%d matri%s converted as %s, nothing rounded again; %d rounded from float weights\n", kept,
                 kept == 1 ? "x" : "ces", kept == 1 ? "it was" : "they were", rounded);
     etch_program_close(src);

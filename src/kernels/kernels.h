@@ -61,9 +61,10 @@ typedef struct kern_mat {
                            * static scale and zero point of the input (calibrated) */
     const float *wsum;    /* I8, I4 with act: [packed rows, n_groups] each group's sum of values */
     int scale_type;       /* KERN_F32 (0) or KERN_F16 */
-    const void *mins;     /* Q8, Q4: NULL, or [packed rows, n_groups] of scale_type, packed as the scales:
-                           * a weight is then u * scale + min, u the stored value taken unsigned (Q4's
-                           * nibble 0..15, value + 8; Q8's byte as it is), as GGUF's Q4_1/Q4_K/Q5_1/Q5_K */
+    const void *mins;     /* quantized: NULL, or [packed rows, n_groups] of scale_type, packed as the scales:
+                           * a weight is then u * scale + min, u the stored value taken unsigned (Q4's and
+                           * I4's nibble 0..15, value + 8; Q8's and I8's value as it is), as GGUF's
+                           * Q4_1/Q4_K/Q5_1/Q5_K (I8, I4: not with static activations, act) */
 } kern_mat;
 /* The offset of a Q4 value in its nibble that the kernels take off (8), or 0 with mins (kern_mat). */
 static inline float kern_q4_offset(const kern_mat *m) { return m->mins ? 0.0f : 8.0f; }
@@ -128,8 +129,11 @@ void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *sta
 void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat);
 /* y[r, o] = scale[r] * sum over groups g of scale(o, g) * (dot_g - zero[r] * wsum(o, g)), where dot_g
  * is the exact int32 sum of value(r, kk) * value(o, kk) over the group; the groups' terms join one
- * FMA chain in order, and the last multiply by scale[r] rounds once more. W is I8 or I4; the
- * other arguments are as kern_matmul's. The AVX2 and AVX-VNNI kernels equal the twin bit for bit. */
+ * FMA chain in order, and the last multiply by scale[r] rounds once more. With mins (activations
+ * per row, zero 0) dot_g is over the weights' unsigned values (kern_mat.mins), and each group's
+ * term is followed by one more FMA, min(o, g) times the inputs' sum over the group (an integer,
+ * exact in f32). W is I8 or I4; the other arguments are as kern_matmul's. The AVX2 and AVX-VNNI
+ * kernels equal the twin bit for bit. */
 void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
 void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin,
                        int o_end);

@@ -97,7 +97,8 @@ float kern_mat_at(const kern_mat *m, int o, int kk, int k) {
     if (kern_is_quantized(m->type)) {
         int n_groups = kern_q_groups(k, m->group);
         size_t at = kern_packed_index(o, kk / m->group, n_groups);
-        if (m->mins) return (float)(qvalue(m, o, kk, k) + (m->type == KERN_Q4 ? 8 : 0)) * kern_scale_at(m, at) + kern_min_at(m, at);
+        int u = m->type == KERN_Q4 || m->type == KERN_I4 ? 8 : 0; /* a nibble is the unsigned value */
+        if (m->mins) return (float)(qvalue(m, o, kk, k) + u) * kern_scale_at(m, at) + kern_min_at(m, at);
         return (float)qvalue(m, o, kk, k) * kern_scale_at(m, at);
     }
     return wload(m->w, m->type, kern_packed_index(o, kk, k));

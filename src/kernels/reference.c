@@ -56,14 +56,19 @@ void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, i
         for (int o = o_begin; o < o_end; o++) {
             const int32_t *xr = x->pairs + (size_t)r * (k / 2);
             float acc = 0.0f;
+            /* with mins the weight's unsigned value: I4's nibble (value + 8), I8's value */
+            int u = w->mins && w->type == KERN_I4 ? 8 : 0;
             for (int g = 0; g < n_groups; g++) {
                 int b = g * w->group, e = group_end_at(g, w->group, k);
-                int32_t dot = 0;
-                for (int kk = b; kk < e; kk += 2)
-                    dot += pair_lo(xr[kk / 2]) * qvalue(w, o, kk, k) + pair_hi(xr[kk / 2]) * qvalue(w, o, kk + 1, k);
+                int32_t dot = 0, xs = 0; /* xs: the inputs' sum over the group (mins) */
+                for (int kk = b; kk < e; kk += 2) {
+                    dot += pair_lo(xr[kk / 2]) * (qvalue(w, o, kk, k) + u) + pair_hi(xr[kk / 2]) * (qvalue(w, o, kk + 1, k) + u);
+                    xs += pair_lo(xr[kk / 2]) + pair_hi(xr[kk / 2]);
+                }
                 size_t si = kern_packed_index(o, g, n_groups);
                 if (x->zero[r]) dot -= x->zero[r] * (int32_t)w->wsum[si];
                 acc = fmaf((float)dot, kern_scale_at(w, si), acc);
+                if (w->mins) acc = fmaf(kern_min_at(w, si), (float)xs, acc); /* + min * the inputs' sum */
             }
             y[(size_t)r * ldy + o] = acc * x->scale[r];
         }

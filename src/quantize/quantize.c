@@ -35,6 +35,7 @@ static int is_linear(const fmt_tensor *t) {
 typedef struct qtensor {
     void *q;
     void *scales; /* f16, or f32 for one scale per row */
+    void *mins;   /* NULL, or shaped and typed as the scales (a GGUF's mins, converted as they are) */
     float *wsum;
     int scale_type; /* KERN_F16 or KERN_F32 */
     uint64_t dims[2], sdims[2];
@@ -74,11 +75,12 @@ static void quant_task(void *ctx, int i, int nw) {
                   j->rows + (size_t)b * j->k, e - b, j->k, j->group);
 }
 
-/* A matrix that is already q8 or q4 (a GGUF's Q8_0/Q4_0/Q5_0/Q6_K kept as they are) becomes i8 or i4 of the
- * same width: the same values in the integer-dot layout and the same scales (ts, its NAME.scale),
- * nothing rounded a second time. Other conversions would round again: refused. */
-static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group, qtensor *out,
-                                 etch_error *err) {
+/* A matrix that is already q8 or q4 (a GGUF's block types kept as they are) becomes i8 or i4 of the
+ * same width: the same values in the integer-dot layout and the same scales (ts, its NAME.scale) and
+ * mins (tm, its NAME.min, or NULL), nothing rounded a second time. Other conversions would round
+ * again: refused. */
+static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
+                                 qtensor *out, etch_error *err) {
     int src = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4, want = src == KERN_Q8 ? KERN_I8 : KERN_I4;
     if (wtype != want)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
@@ -98,28 +100,39 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, int 
     out->scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
     size_t sbytes = (size_t)d * n_groups * kern_wsize(out->scale_type);
     out->scales = base_malloc(sbytes);
-    if (!out->q || !out->scales) {
-        base_free(out->q), base_free(out->scales);
+    out->mins = tm ? base_malloc(sbytes) : NULL; /* the loader checked it is shaped as the scales */
+    if (!out->q || !out->scales || (tm && !out->mins)) {
+        base_free(out->q), base_free(out->scales), base_free(out->mins);
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to convert '%s'", t->name);
     }
     kern_to_int_dot(out->q, t->data, src, d, k);
     memcpy(out->scales, ts->data, sbytes);
+    if (tm) memcpy(out->mins, tm->data, sbytes);
     out->dims[0] = out->sdims[0] = (uint64_t)d;
     out->dims[1] = (uint64_t)k;
     out->sdims[1] = (uint64_t)n_groups;
     return ETCH_OK;
 }
 
+/* Whether a q8/q4 matrix with mins tm converts as it is to wtype: to the integer-dot type of its width
+ * with activations per row (static ones would shift the mins' term), in even groups. */
+static int keeps_mins(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int is_static) {
+    int k = (int)t->dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
+    return !is_static && wtype == (t->dtype == FMT_DT_Q8 ? KERN_I8 : KERN_I4) && k % 2 == 0 && g % 2 == 0 &&
+           g <= KERN_INT_GROUP_MAX;
+}
+
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
  * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix goes to repack_matrix
- * with its scales ts, unless it has mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K): no symmetric scheme
- * holds those values, so its weights are rounded from their float values as a float matrix's are. */
+ * with its scales ts and mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K), except one with mins that does not
+ * convert as it is (keeps_mins): its weights are then rounded from their float values as a float
+ * matrix's are. */
 static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
-                                   base_pool *pool, qtensor *out, etch_error *err) {
+                                   int is_static, base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
     int q_in = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4;
-    if (q_in && !tm) return repack_matrix(t, ts, wtype, group, out, err);
+    if (q_in && (!tm || keeps_mins(t, ts, wtype, is_static))) return repack_matrix(t, ts, tm, wtype, group, out, err);
     if (!q_in && t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
@@ -228,7 +241,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     if (tied && etype < 0 && table && (table->dtype == FMT_DT_Q8 || table->dtype == FMT_DT_Q4) && kern_is_int_dot(wtype)) {
         etype = table->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4; /* a quantized tied table converts as it is, still tied */
         const fmt_tensor *ts = fmt_find_tensor(&f, "token_embd.weight.scale");
-        if (fmt_find_tensor(&f, "token_embd.weight.min") && ts) /* rounded again: in the groups it has */
+        if (fmt_find_tensor(&f, "token_embd.weight.min") && ts) /* if rounded again (keeps_mins): in its groups */
             egroup = kern_q_group_of((int)table->dims[1], (int)ts->dims[1]);
     }
     int untie = tied && etype < 0;
@@ -255,8 +268,9 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", f.tensors[i].name);
         const fmt_tensor *ts = is_linear(&f.tensors[i]) ? fmt_find_tensor(&f, sname) : NULL;
-        snprintf(sname, sizeof sname, "%s.min", f.tensors[i].name); /* with mins: rounded in the asked-for groups */
-        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4) && !fmt_find_tensor(&f, sname)) {
+        snprintf(sname, sizeof sname, "%s.min", f.tensors[i].name); /* mins not kept: rounded in the asked-for groups */
+        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4) &&
+            (!fmt_find_tensor(&f, sname) || keeps_mins(&f.tensors[i], ts, wtype, is_static))) {
             int k = (int)f.tensors[i].dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
             meta_group = g == k ? 0 : g; /* 0: one group per row, as the schemes say it */
             break;
@@ -297,13 +311,16 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         snprintf(mname, sizeof mname, "%s.min", t->name);
         const fmt_tensor *tm = fmt_find_tensor(&f, mname);
         /* converted as it is: only an asked-for group counts */
-        int kept = (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) && !tm;
-        if ((st = quantize_matrix(t, fmt_find_tensor(&f, sname), tm, type, kept ? opt->group_size : g, pool, &qt[i], err)))
+        const fmt_tensor *ts = fmt_find_tensor(&f, sname);
+        int kept = (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) && (!tm || keeps_mins(t, ts, type, is_static));
+        if ((st = quantize_matrix(t, ts, tm, type, kept ? opt->group_size : g, is_static, pool, &qt[i], err)))
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
         fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
+        snprintf(sname, sizeof sname, "%s.min", name);
+        if (qt[i].mins) fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].mins);
         int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
             kern_mat m = {.w = qt[i].q, .scales = qt[i].scales, .type = type,
@@ -325,7 +342,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
 done:
     base_pool_free(pool);
     fmt_writer_free(w);
-    for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales), base_free(qt[i].wsum);
+    for (uint32_t i = 0; qt && i <= f.n_tensors; i++) base_free(qt[i].q), base_free(qt[i].scales), base_free(qt[i].mins), base_free(qt[i].wsum);
     base_free(act);
     base_free(qt);
     fmt_close(&f);

@@ -243,7 +243,7 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
 
 /* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4/i8/i4 with its
  * scales in '<name>.scale', f16 or f32 [padded rows, n_groups], the group size following from cols and
- * n_groups; q8/q4 may have mins in '<name>.min', of the scales' type and shape (kern_mat.mins). i8/i4 (int8 activations) need an even cols and even groups of at most
+ * n_groups, and maybe mins in '<name>.min', of the scales' type and shape (kern_mat.mins). i8/i4 (int8 activations) need an even cols and even groups of at most
  * KERN_INT_GROUP_MAX, and may carry static activation parameters '<name>.act' (f32 [2]: scale,
  * zero point) with their group sums '<name>.wsum' (f32, shaped as the scales). */
 static etch_status need_matrix(etch_program *p, const char *path, const char *name, uint64_t rows, uint64_t cols,
@@ -274,13 +274,10 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
                           &m->scales, err)))
         return st;
     snprintf(sname, sizeof sname, "%s.min", name); /* a GGUF's Q4_1/Q4_K/Q5_1/Q5_K: w = u * scale + min */
-    if (fmt_find_tensor(&p->file, sname)) {
-        if (kern_is_int_dot(m->type))
-            return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has mins '%s': only q8 and q4 matrices may", path, name, sname);
-        if ((st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
-                              &m->mins, err)))
-            return st;
-    }
+    if (fmt_find_tensor(&p->file, sname) &&
+        (st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
+                          &m->mins, err)))
+        return st;
     if (!kern_is_int_dot(m->type)) return ETCH_OK;
     if (cols % 2 || m->group % 2 || m->group > KERN_INT_GROUP_MAX)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' (%s) has %llu columns in groups of %d: integer-dot matrices need "
@@ -289,6 +286,9 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
     p->cfg.int_dot = 1;
     snprintf(sname, sizeof sname, "%s.act", name);
     if (!fmt_find_tensor(&p->file, sname)) return ETCH_OK;
+    if (m->mins) /* the kernels add min times the inputs' sum, which a zero point would shift */
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has mins and static activations '%s': etch takes one or the other",
+                         path, name, sname);
     if ((st = need_tensor(p, path, sname, FMT_DT_F32, 2, 0, (const void **)&m->act, err))) return st;
     /* a scale that is positive and finite, a zero point that is an integer in int8's range */
     if (!(m->act[0] > 0 && m->act[0] < 1e30f) || !(m->act[1] >= -128 && m->act[1] <= 127) || m->act[1] != (float)(int)m->act[1])

@@ -47,6 +47,10 @@ KEY_PID=$PID KEY_PORT=$PORT
 start slow "$WORK/slow.etch" --slots 1 --queue 2 -t 1 || exit 1
 SLOW_PID=$PID SLOW_PORT=$PORT
 rss_before=$(rss $MAIN_PID)
+# Every answer says how long an idle connection stays open, so clients drop it first (server.c, queue)
+keep=$(/usr/bin/python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1]).headers["Keep-Alive"])' \
+  "http://127.0.0.1:$MAIN_PORT/health")
+[ "$keep" = "timeout=2" ] || { echo "FAIL: /health says Keep-Alive: '$keep', not 'timeout=2'"; fail=1; }
 cd "$NPM"
 node openai_client.mjs "$MAIN_PORT" "$KEY_PORT" "$SLOW_PORT" "$WORK" || fail=1
 node page.mjs "$MAIN_PORT" "$BUILD/serve-page.png" || fail=1

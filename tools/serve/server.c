@@ -56,7 +56,22 @@ static double now_ms(void) {
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-/* Queues body (taking it) with the status; counts the request. */
+/* Queues r (letting go of it) with the status and its content type; counts the request. Every answer
+ * says how long the server keeps an idle connection (Keep-Alive: timeout, in seconds): a client that
+ * knows drops it before then, where one that guessed longer (Node's fetch keeps 4 s) could send its
+ * next request down a connection the server was closing, and lose it (a POST is not retried). */
+static enum MHD_Result queue(struct MHD_Connection *c, conn *k, int status, struct MHD_Response *r, const char *type) {
+    char keep[32];
+    snprintf(keep, sizeof keep, "timeout=%d", k->srv->cfg->timeout_s);
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "Keep-Alive", keep);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    k->status = status;
+    return ret;
+}
+
+/* Queues body (taking it) with the status. */
 static enum MHD_Result reply(struct MHD_Connection *c, conn *k, int status, char *body, const char *type) {
     struct MHD_Response *r =
         MHD_create_response_from_buffer(body ? strlen(body) : 0, body ? body : (char *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -64,13 +79,9 @@ static enum MHD_Result reply(struct MHD_Connection *c, conn *k, int status, char
         free(body);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", type);
     if (status == 429 || status == 503) MHD_add_response_header(r, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    k->status = status;
-    return ret;
+    return queue(c, k, status, r, type);
 }
 
 static enum MHD_Result error_reply(struct MHD_Connection *c, conn *k, int status, const char *message, const char *type,
@@ -219,12 +230,8 @@ static enum MHD_Result generate(struct MHD_Connection *c, conn *k) {
             return MHD_NO;
         }
         __atomic_add_fetch(&k->refs, 1, __ATOMIC_ACQ_REL); /* stream_done lets go of it */
-        MHD_add_response_header(r, "Content-Type", "text/event-stream");
         MHD_add_response_header(r, "Cache-Control", "no-cache");
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-        MHD_destroy_response(r);
-        k->status = 200;
-        return ret;
+        return queue(c, k, 200, r, "text/event-stream");
     }
     /* The whole answer, checking between tokens that the client is still there. */
     size_t len = 0, cap = 256;
@@ -349,11 +356,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     struct MHD_Response *r = MHD_create_response_from_buffer(serve_page_html_len, (void *)serve_page_html,
                                                              MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    k->status = 200;
-    return ret;
+    return queue(c, k, 200, r, "text/html; charset=utf-8");
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {

@@ -26,7 +26,8 @@ static INLINE void i_step(int type, const uint8_t *w, size_t step, __m256i *lo, 
 
 
 /* One row x four panels (decode): 8 int32 accumulators per group, the float terms in memory. */
-static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs, int32_t zero, const imat *m, int panel) {
+static INLINE void i_gemv4(int type, float *y, const kern_qx *x, const imat *m, int panel) {
+    const int32_t *xp = x->pairs;
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t steps = (size_t)m->half, bytes = type == KERN_I8 ? 32 : 16;
@@ -46,9 +47,13 @@ static INLINE void i_gemv4(int type, float *y, const int32_t *xp, float xs, int3
                 d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_madd_epi16(hi, xv));
             }
         }
-        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) i_join(m, panel + p, g, zero, d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
+        int32_t xs = m->mn ? i_xsum(x, m, 0, b, e) : 0;
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            i_join(m, panel + p, g, x->zero[0], d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
+            i_join_min(m, panel + p, g, xs, &acc[2 * p], &acc[2 * p + 1]);
+        }
     }
-    __m256 s = _mm256_set1_ps(xs);
+    __m256 s = _mm256_set1_ps(x->scale[0]);
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
@@ -79,10 +84,13 @@ static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel
                 d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[p], 1)));
             }
         }
-        __m256i off = _mm256_set1_epi32(8 * (x->psum[e] - x->psum[b]));
-        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+        int32_t xs = i_xsum(x, m, 0, b, e);
+        __m256i off = _mm256_set1_epi32(i_unit(KERN_I4, m, 0) * xs);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             i_join(m, panel + p, g, x->zero[0], _mm256_sub_epi32(d[2 * p], off), _mm256_sub_epi32(d[2 * p + 1], off),
                    &acc[2 * p], &acc[2 * p + 1]);
+            i_join_min(m, panel + p, g, xs, &acc[2 * p], &acc[2 * p + 1]);
+        }
     }
     __m256 s = _mm256_set1_ps(x->scale[0]);
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
@@ -137,7 +145,7 @@ static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0,
     carry_load(carry, cont, R, d0, d1);
     i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
     if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
-    else group_end(type == KERN_I4 ? 8 : 0, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
+    else group_end(i_unit(type, m, 0), y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
 }
 
 /* As i_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the block): the
@@ -154,8 +162,11 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
-        i_offset(type == KERN_I4 ? 8 : 0, x, r0, m, b, e, R, d0, d1);
-        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+        i_offset(i_unit(type, m, 0), x, r0, m, b, e, R, d0, d1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+            i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+        }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
@@ -163,13 +174,13 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
 static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
                                  int k, int ob, int oe, const int32_t *goff) {
     int n_groups = kern_q_groups(k, km->group);
-    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16, goff};
+    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16, goff, km->mins};
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
     if (n == 1)
         for (; p0 + 4 * KERN_PANEL <= oe; p0 += 4 * KERN_PANEL) {
             if (type == KERN_I4) i4_gemv4(y + p0, x, &m, p0 / KERN_PANEL);
-            else i_gemv4(type, y + p0, x->pairs, x->scale[0], x->zero[0], &m, p0 / KERN_PANEL);
+            else i_gemv4(type, y + p0, x, &m, p0 / KERN_PANEL);
         }
     int16_t blk[I_BLOCK * 32] __attribute__((aligned(32)));
     int32_t carry[Q_ROWS * 16];
@@ -235,7 +246,8 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
 }
 
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
-    int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = w->type == KERN_I8 ? 128 : 8;
+    imat m = {.mn = w->mins};
+    int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = i_unit(w->type, &m, 1);
     for (int r = 0; r < n; r++) {
         const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);
         for (int g = 0; g < n_groups; g++)

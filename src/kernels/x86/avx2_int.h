@@ -13,7 +13,30 @@ typedef struct imat {
     int k, half, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
     const int32_t *goff; /* NULL, or [n rows, n_groups]: the weights' offset off each row's group sums
                           * (unit times the input's sum over the group), computed once per call */
+    const void *mn;      /* the mins, as sc, or NULL (kern_mat.mins) */
 } imat;
+
+/* The offset of a type's unsigned weights, per unit of the input's sum: I4's stored nibble is value +
+ * 8 (with mins the nibble is the value: 0); I8's byte is value + 128 where vpdpbusd reads it unsigned
+ * (vnni), the value itself elsewhere. */
+static INLINE int i_unit(int type, const imat *m, int vnni) {
+    return type == KERN_I8 ? (vnni ? 128 : 0) : m->mn ? 0 : 8;
+}
+
+/* Row r0 + r's input sum over pair steps b .. e-1 (from its prefix sums). */
+static INLINE int32_t i_xsum(const kern_qx *x, const imat *m, int row, int b, int e) {
+    const int32_t *ps = x->psum + (size_t)row * (size_t)(m->half + 1);
+    return ps[e] - ps[b];
+}
+
+/* With mins: acc += min * xs, xs the row's input sum over group g, for 16 rows (after i_join). */
+static INLINE void i_join_min(const imat *m, int panel, int g, int32_t xs, __m256 *a0, __m256 *a1) {
+    if (!m->mn) return;
+    __m256 n0, n1, v = _mm256_set1_ps((float)xs);
+    scales16(m->mn, m->sc16, m->n_groups, panel, g, &n0, &n1);
+    *a0 = _mm256_fmadd_ps(n0, v, *a0);
+    *a1 = _mm256_fmadd_ps(n1, v, *a1);
+}
 
 /* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
 static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i d0, __m256i d1, __m256 *a0,
@@ -100,7 +123,10 @@ static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int 
     i_offset(unit, x, r0, m, gb, ge, R, d0, d1);
     __m256 a0[6], a1[6];
     sums_load(y, ldy, g, R, cols, a0, a1);
-    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+    _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+        i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, gb, ge) : 0, &a0[r], &a1[r]);
+    }
     sums_store(y, ldy, x, r0, g == m->n_groups - 1, R, cols, a0, a1);
 }
 
@@ -117,8 +143,8 @@ typedef void (*kern_int_block_fn)(int type, float *y, int ldy, const kern_qx *x,
  * table of imat's goff for the n rows (kern_group_offsets). */
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
                           int k, int ob, int oe, const int32_t *goff);
-/* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit 8 for I4 and
- * 128 for I8 (the offsets of unsigned weights), for the n rows of x and w's groups. */
+/* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit i_unit's for
+ * vpdpbusd (the offsets of unsigned weights), for the n rows of x and w's groups. */
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k);
 
 #endif

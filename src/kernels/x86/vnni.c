@@ -94,7 +94,7 @@ static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0,
     carry_load(carry, cont, R, d0, d1);
     v_dots(blk, x->bytes + (size_t)r0 * m->half, (size_t)m->half, sb, se, R, d0, d1);
     if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
-    else group_end(type == KERN_I8 ? 128 : 8, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
+    else group_end(i_unit(type, m, 1), y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
 }
 
 /* As v_tile for blocks of whole groups (g0 .. g1-1, none cut by the block), R rows (1..3): the rows'
@@ -111,8 +111,11 @@ static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
-        i_offset(type == KERN_I8 ? 128 : 8, x, r0, m, b, e, R, d0, d1);
-        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+        i_offset(i_unit(type, m, 1), x, r0, m, b, e, R, d0, d1);
+        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
+            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
+            i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+        }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
 }
@@ -144,7 +147,7 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
     for (int g = g0; g < g1; g++) {
-        int e = group_end_at(g, m->group, m->k) / 2, st = g * m->group / 2;
+        int e = group_end_at(g, m->group, m->k) / 2, st = g * m->group / 2, b = st;
         const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
         __m512i d[Z_ROWS];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = _mm512_set1_epi32(-goff[(size_t)r * ng + (size_t)g]);
@@ -175,6 +178,11 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
                 d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
         }
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
+        if (m->mn) { /* + the mins times the rows' input sums over the group, as the twin */
+            __m512 mn = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
+                a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
+        }
     }
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
         if (g1 == m->n_groups) a[r] = _mm512_mul_ps(a[r], _mm512_set1_ps(x->scale[r0 + r]));
@@ -272,7 +280,7 @@ static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
  * int32 chains per panel; the last panel's cols outputs through a mask. */
 static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
     const uint16_t *xb = x->bytes;
-    int unit = type == KERN_I8 ? 128 : 8;
+    int unit = i_unit(type, m, 1);
     size_t bytes = type == KERN_I8 ? 32 : 16;
     const uint8_t *wp[4];
     __m512 acc[4];
@@ -310,6 +318,8 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
                 t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[p]);
+            if (m->mn)
+                acc[p] = _mm512_fmadd_ps(scales16_z(m->mn, m->sc16, m->n_groups, p0 + p, g), _mm512_set1_ps((float)i_xsum(x, m, 0, b, e)), acc[p]);
         }
     }
     __m512 xs = _mm512_set1_ps(x->scale[0]);
@@ -322,7 +332,7 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
     (void)d;
     if (n == 1) {
         int n_groups = kern_q_groups(k, w->group);
-        imat m = {w->w, w->scales, w->wsum, k, k / 2, n_groups, w->group, w->scale_type == KERN_F16, NULL};
+        imat m = {w->w, w->scales, w->wsum, k, k / 2, n_groups, w->group, w->scale_type == KERN_F16, NULL, w->mins};
         for (int p0 = ob; p0 < oe; p0 += 4 * KERN_PANEL) {
             int rest = oe - p0, P = (rest + KERN_PANEL - 1) / KERN_PANEL, cols = rest - (P - 1) * KERN_PANEL;
             if (P > 4) P = 4, cols = KERN_PANEL;
