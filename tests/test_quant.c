@@ -373,7 +373,7 @@ int main(void) {
     /* --- bad requests: a clear error, nothing written */
     struct { const char *in, *scheme; int group; const char *qembd; etch_status want; const char *says; } bad[] = {
         {check_tmp_path("q-8w.etch"), "8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "already q8"},
-        {check_tmp_path("q-4w.etch"), "8da8w", 0, NULL, ETCH_ERR_UNSUPPORTED, "converts as it is only to i4"},
+        {check_tmp_path("q-4w.etch"), "4w", 0, NULL, ETCH_ERR_UNSUPPORTED, "converts as it is only to i4, under an integer-dot"},
         {check_tmp_path("q-4w-g16.etch"), "8da4w", 32, NULL, ETCH_ERR_ARG, "keeps its groups of 16"},
         /* 4w's groups for k = 172 are 29 wide: pairs would straddle them */
         {check_tmp_path("q-4w.etch"), "8da4w", 0, NULL, ETCH_ERR_UNSUPPORTED, "groups of 29) cannot be used"},

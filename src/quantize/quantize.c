@@ -36,6 +36,7 @@ typedef struct qtensor {
     void *q;
     void *scales; /* f16, or f32 for one scale per row */
     void *mins;   /* NULL, or shaped and typed as the scales (a GGUF's mins, converted as they are) */
+    int type;     /* KERN_* of q */
     float *wsum;
     int scale_type; /* KERN_F16 or KERN_F32 */
     uint64_t dims[2], sdims[2];
@@ -75,18 +76,20 @@ static void quant_task(void *ctx, int i, int nw) {
                   j->rows + (size_t)b * j->k, e - b, j->k, j->group);
 }
 
-/* A matrix that is already q8 or q4 (a GGUF's block types kept as they are) becomes i8 or i4 of the
- * same width: the same values in the integer-dot layout and the same scales (ts, its NAME.scale) and
- * mins (tm, its NAME.min, or NULL), nothing rounded a second time. Other conversions would round
- * again: refused. */
+/* A matrix that is already q8 or q4 (a GGUF's block types kept as they are) becomes i8 or i4, its own
+ * width, under any integer-dot scheme (wtype i8 or i4: the scheme's width is for float matrices, so a
+ * GGUF that mixes widths, as Q4_K_M does, converts whole): the same values in the integer-dot layout
+ * and the same scales (ts, its NAME.scale) and mins (tm, its NAME.min, or NULL), nothing rounded a
+ * second time. Weight-only schemes would round again: refused. */
 static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
                                  qtensor *out, etch_error *err) {
-    int src = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4, want = src == KERN_Q8 ? KERN_I8 : KERN_I4;
-    if (wtype != want)
+    int src = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4;
+    if (!kern_is_int_dot(wtype))
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
-                         "tensor '%s' is already %s: it converts as it is only to %s (8da8w, a8w8 for q8; 8da4w for q4); "
-                         "quantize a program with float weights (f32, f16, bf16) for other schemes", t->name,
+                         "tensor '%s' is already %s: it converts as it is only to %s, under an integer-dot scheme (8da8w, "
+                         "8da4w, a8w8); quantize a program with float weights (f32, f16, bf16) for the others", t->name,
                          fmt_dtype_name(t->dtype), src == KERN_Q8 ? "i8" : "i4");
+    out->type = src == KERN_Q8 ? KERN_I8 : KERN_I4;
     int d = (int)t->dims[0], k = (int)t->dims[1]; /* the loader checked the shapes of both */
     int n_groups = ts ? (int)ts->dims[1] : 0, have = n_groups > 0 ? kern_q_group_of(k, n_groups) : 0;
     if (!ts || (ts->dtype != FMT_DT_F16 && ts->dtype != FMT_DT_F32) || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
@@ -115,12 +118,12 @@ static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, cons
     return ETCH_OK;
 }
 
-/* Whether a q8/q4 matrix with mins tm converts as it is to wtype: to the integer-dot type of its width
- * with activations per row (static ones would shift the mins' term), in even groups. */
+/* Whether a q8/q4 matrix with mins converts as it is under scheme type wtype: to the integer-dot type
+ * of its width (repack_matrix) with activations per row (static ones would shift the mins' term), in
+ * even groups. */
 static int keeps_mins(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int is_static) {
     int k = (int)t->dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
-    return !is_static && wtype == (t->dtype == FMT_DT_Q8 ? KERN_I8 : KERN_I4) && k % 2 == 0 && g % 2 == 0 &&
-           g <= KERN_INT_GROUP_MAX;
+    return !is_static && kern_is_int_dot(wtype) && k % 2 == 0 && g % 2 == 0 && g <= KERN_INT_GROUP_MAX;
 }
 
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
@@ -166,6 +169,7 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, co
                          .mins = tm->data};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
+    out->type = wtype;
     quant_job job = {out->q, out->scales, rows, out->scale_type, qtype, d, k, group, n_groups};
     if (pool) base_pool_run(pool, quant_task, &job);
     else quant_task(&job, 0, 1);
@@ -317,6 +321,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
+        type = qt[i].type; /* a q8/q4 matrix converted as it is keeps its width */
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
         fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
         snprintf(sname, sizeof sname, "%s.min", name);
