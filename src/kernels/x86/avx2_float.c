@@ -162,7 +162,6 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
     }
 }
 
-
 /* R rows (1..3) x one panel over whole groups g0 .. g1-1 widened in blk (from step kb): each group's
  * sums in registers, joined to the element in registers: 4R accumulators. Groups up to Q_BLOCK. */
 static INLINE void tile_groups(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,

@@ -23,7 +23,7 @@ static INLINE int i_unit(int type, const imat *m, int vnni) {
     return type == KERN_I8 ? (vnni ? 128 : 0) : m->mn ? 0 : 8;
 }
 
-/* Row r0 + r's input sum over pair steps b .. e-1 (from its prefix sums). */
+/* Row `row`'s input sum over pair steps b .. e-1 (from its prefix sums). */
 static INLINE int32_t i_xsum(const kern_qx *x, const imat *m, int row, int b, int e) {
     const int32_t *ps = x->psum + (size_t)row * (size_t)(m->half + 1);
     return ps[e] - ps[b];

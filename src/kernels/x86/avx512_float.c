@@ -2,8 +2,8 @@
  * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 2 panels (12 accumulators);
  * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
  * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
- * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the same order. Both equal the twin bit for bit. Decode
- * (one row) goes to the AVX2 GEMVs. */
+ * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the
+ * same order. Both equal the twin bit for bit. Decode (one row) goes to the AVX2 GEMVs. */
 #include "avx2.h"
 
 static INLINE __m512 load16_f32(const void *w, size_t i) { return _mm512_loadu_ps((const float *)w + i); }
