@@ -103,9 +103,17 @@ typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int
 /* part[r * 16 + j] (plus its value when acc) + the FMA chain over len widened steps of a long group
  * (one per row for 8w) in blk: x[r * ldx + kk] times blk[kk * 16 + j], for r < rows. NULL: the AVX2 tiles. */
 typedef void (*kern_q_long_fn)(float *part, const float *x, int ldx, int rows, int len, const float *blk, int acc);
-/* Weight-only Q8/Q4 matmul (avx2_float.c) with a variant's tiles for blocks of whole groups and for
- * long groups. */
-void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
-                        const kern_mat *m, int n, int k, int ob, int oe);
+/* y[0 .. 64) for one row x four panels from panel on (decode), the AVX2 GEMV's operations in its
+ * order; xsum: the sums of x per group (Q4, mins), or NULL to compute them. NULL: the AVX2 GEMV. */
+typedef void (*kern_q_gemv_fn)(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum);
+/* A variant's own pieces of the weight-only matmul; a NULL member takes the AVX2 one. */
+typedef struct kern_q_hooks {
+    kern_q_tiles_fn tiles;
+    kern_q_long_fn long_tiles;
+    kern_q_gemv_fn gemv4;
+} kern_q_hooks;
+/* Weight-only Q8/Q4 matmul (avx2_float.c) with a variant's hooks (NULL: AVX2 throughout). */
+void kern_avx2_matmul_q(int type, const kern_q_hooks *hooks, float *y, int ldy, const float *x, const kern_mat *m, int n,
+                        int k, int ob, int oe);
 
 #endif

@@ -211,8 +211,10 @@ static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int l
 /* The per-row, per-group sums of x (Q4, mins) for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
 #define Q_XSUM 8192
 
-static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
-                            const kern_mat *km, int n, int k, int ob, int oe) {
+static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int ldy, const float *x, const kern_mat *km,
+                            int n, int k, int ob, int oe) {
+    kern_q_tiles_fn tiles = hooks ? hooks->tiles : NULL;
+    kern_q_long_fn long_tiles = hooks ? hooks->long_tiles : NULL;
     int n_groups = kern_q_groups(k, km->group);
     qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8,
               km->mins, kern_q4_offset(km)};
@@ -223,7 +225,8 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long
         int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM;
         for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
         for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
-            q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
+            if (hooks && hooks->gemv4) hooks->gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
+            else q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
     }
     /* rows in chunks whose sums of x fit xsum, computed once for every panel */
     int chunk = n_groups <= Q_XSUM ? Q_XSUM / n_groups : 1;
@@ -291,17 +294,17 @@ static INLINE void matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long
         }
     }
 }
-void kern_avx2_matmul_q(int type, kern_q_tiles_fn tiles, kern_q_long_fn long_tiles, float *y, int ldy, const float *x,
-                        const kern_mat *m, int n, int k, int ob, int oe) {
-    if (type == KERN_Q8) matmul_q(KERN_Q8, tiles, long_tiles, y, ldy, x, m, n, k, ob, oe);
-    else matmul_q(KERN_Q4, tiles, long_tiles, y, ldy, x, m, n, k, ob, oe);
+void kern_avx2_matmul_q(int type, const kern_q_hooks *hooks, float *y, int ldy, const float *x, const kern_mat *m, int n,
+                        int k, int ob, int oe) {
+    if (type == KERN_Q8) matmul_q(KERN_Q8, hooks, y, ldy, x, m, n, k, ob, oe);
+    else matmul_q(KERN_Q4, hooks, y, ldy, x, m, n, k, ob, oe);
 }
 void kern_avx2_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q8, NULL, NULL, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q8, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 void kern_avx2_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
-    matmul_q(KERN_Q4, NULL, NULL, y, ldy, x, m, n, k, ob, oe);
+    matmul_q(KERN_Q4, NULL, y, ldy, x, m, n, k, ob, oe);
 }
 

@@ -3,7 +3,8 @@
  * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
  * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
  * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the
- * same order. Both equal the twin bit for bit. Decode (one row) goes to the AVX2 GEMVs. */
+ * same order, and their decode by a GEMV on zmm (zq_gemv4). Both equal the twin bit for bit; decode
+ * with f32, f16 or bf16 weights goes to the AVX2 GEMVs. */
 #include "avx2.h"
 
 static INLINE __m512 load16_f32(const void *w, size_t i) { return _mm512_loadu_ps((const float *)w + i); }
@@ -198,14 +199,55 @@ static void zl_tiles(float *part, const float *x, int ldx, int rows, int len, co
 #undef ZL
 }
 
+/* Decode: one row x four panels, a step's 16 values widened in one register. Q8: the 16 int8 values.
+ * Q4: the step's 8 bytes twice, rows 0..7 as whole bytes and rows 8..15 as their high nibbles times 16
+ * (a mask), exactly avx2_float.c's q4_step; each lane's chain over kk, the group's correction, scale
+ * and min are the AVX2 GEMV's in its order (bit for bit), in five instructions per 16 weights where the
+ * AVX2 GEMV takes seven (its widening and converting run twice, on two halves). */
+static INLINE __m512 zq_step(int type, const qmat *m, int panel, int kk) {
+    const uint8_t *q = m->q + ((size_t)panel * m->k + (size_t)kk) * m->step_bytes;
+    if (type == KERN_Q8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
+    __m128i twice = _mm_castpd_si128(_mm_movedup_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)q))));
+    __m512i mask = _mm512_inserti64x4(_mm512_set1_epi32(0xFF), _mm256_set1_epi32(0xF0), 1);
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_cvtepu8_epi32(twice), mask));
+}
+
+/* kern_q_gemv_fn: the outputs' sums stay in registers from group to group. */
+static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
+    __m512 acc[4], a[4];
+    size_t pstride = (size_t)m->k * m->step_bytes;
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
+    for (int g = 0; g < m->n_groups; g++) {
+        int b = g * m->group, e = group_end_at(g, m->group, m->k);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_setzero_ps();
+        for (int kk = b; kk < e; kk++) {
+            __m512 xb = _mm512_set1_ps(x[kk]);
+            if (!(kk & 3))
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes + 768,
+                                 _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_fmadd_ps(xb, zq_step(type, m, panel + p, kk), a[p]);
+        }
+        float xs = !q_need_xsum(type, m) ? 0.0f : xsum ? xsum[g] : q4_xsum(x, b, e);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            if (type == KERN_Q4) a[p] = q4_fix16(a[p], xs, m->q4_off);
+            acc[p] = _mm512_fmadd_ps(a[p], scales16_z(m->sc, m->sc16, m->n_groups, panel + p, g), acc[p]);
+            if (m->mn) acc[p] = _mm512_fmadd_ps(scales16_z(m->mn, m->sc16, m->n_groups, panel + p, g), _mm512_set1_ps(xs), acc[p]);
+        }
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm512_storeu_ps(y + 16 * p, acc[p]);
+}
+
+static const kern_q_hooks zq_hooks = {zq_tiles, zl_tiles, zq_gemv4};
+
 void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
-    if (n == 1) kern_avx2_matmul_q8(y, ldy, x, m, n, d, k, ob, oe);
-    else kern_avx2_matmul_q(KERN_Q8, zq_tiles, zl_tiles, y, ldy, x, m, n, k, ob, oe);
+    (void)d;
+    kern_avx2_matmul_q(KERN_Q8, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
 }
 
 void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
-    if (n == 1) kern_avx2_matmul_q4(y, ldy, x, m, n, d, k, ob, oe);
-    else kern_avx2_matmul_q(KERN_Q4, zq_tiles, zl_tiles, y, ldy, x, m, n, k, ob, oe);
+    (void)d;
+    kern_avx2_matmul_q(KERN_Q4, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
 }
 
 /* The FMA peak with 512-bit vectors: twelve independent chains cover the latency of two units. */
