@@ -1,7 +1,8 @@
 /* export/cache: models run directly. A GGUF file or a Hugging Face folder is exported on first use
  * into a cache folder and the program there is reused while the source is unchanged; a program file
  * is opened as it is. The cache key covers what makes the program: the source's absolute path, each
- * of its files' size, modification time and first 64 KiB, and the export options. */
+ * of its files' size, modification time and first 64 KiB, the export options, and etch's version and
+ * export format (the salt). */
 #define _POSIX_C_SOURCE 200809L
 #include "export.h"
 
@@ -106,7 +107,10 @@ etch_status etch_cached_program(const char *source, const char *cache_dir, const
     }
     char abs[PATH_MAX];
     if (!realpath(source, abs)) return base_fail(err, ETCH_ERR_IO, "%s: %s", source, strerror(errno));
-    uint64_t h = base_fnv1a(BASE_FNV_INIT, "etch-cache-1", 12);
+    /* The salt changes with what export writes for the same source (2: GGUF's Q4_1, Q4_K, Q5_1 and Q5_K
+     * kept with their mins, no longer dequantized to f16), so an upgraded etch exports again. */
+    uint64_t h = base_fnv1a(BASE_FNV_INIT, "etch-cache-2", 12);
+    h = base_fnv1a(h, ETCH_VERSION_STRING, sizeof ETCH_VERSION_STRING);
     h = base_fnv1a(h, abs, strlen(abs) + 1);
     etch_export_options o = {-4096, 0, NULL, NULL, NULL, NULL, NULL}; /* the command line's defaults */
     if (opt) o = *opt;
