@@ -157,7 +157,7 @@ int cmd_quantize(int argc, char **argv) {
         quantized_in |= quant_in;
         for (int32_t j = 0; ti.ndim == 2 && etch_program_tensor(p, j, &to) == ETCH_OK; j++)
             if (!strcmp(to.name, ti.name)) {
-                if (strcmp(to.dtype, ti.dtype)) quant_in && min_in == min_out ? kept++ : rounded++;
+                if (strcmp(to.dtype, ti.dtype) || min_in != min_out) quant_in && min_in == min_out ? kept++ : rounded++;
                 break;
             }
     }

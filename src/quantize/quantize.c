@@ -126,16 +126,25 @@ static int keeps_mins(const fmt_tensor *t, const fmt_tensor *ts, int wtype, int 
     return !is_static && kern_is_int_dot(wtype) && k % 2 == 0 && g % 2 == 0 && g <= KERN_INT_GROUP_MAX;
 }
 
+/* Whether q8/q4 matrix t (scales ts, mins tm or NULL) goes to repack_matrix under scheme type wtype: with
+ * mins when keeps_mins says so (else its weights are rounded, as a float matrix's); without, always,
+ * except the untied copy of a tied table under a weight-only scheme, which is a new matrix rounded from
+ * the table's weights (repack_matrix refuses the others: they are weight-only already). */
+static int converts_as_is(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int is_static,
+                          int untied_copy) {
+    if (t->dtype != FMT_DT_Q8 && t->dtype != FMT_DT_Q4) return 0;
+    return tm ? keeps_mins(t, ts, wtype, is_static) : kern_is_int_dot(wtype) || !untied_copy;
+}
+
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
  * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix goes to repack_matrix
- * with its scales ts and mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K), except one with mins that does not
- * convert as it is (keeps_mins): its weights are then rounded from their float values as a float
- * matrix's are. */
+ * with its scales ts and mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K) when as_is (converts_as_is), else
+ * its weights are rounded from their float values as a float matrix's are. */
 static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
-                                   int is_static, base_pool *pool, qtensor *out, etch_error *err) {
+                                   int as_is, base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
     int q_in = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4;
-    if (q_in && (!tm || keeps_mins(t, ts, wtype, is_static))) return repack_matrix(t, ts, tm, wtype, group, out, err);
+    if (as_is) return repack_matrix(t, ts, tm, wtype, group, out, err);
     if (!q_in && t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
@@ -166,7 +175,7 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, co
     if (q_in) /* the program loader checked the scales' and mins' shapes and types */
         src = (kern_mat){.w = t->data, .scales = ts->data, .type = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4,
                          .group = kern_q_group_of(k, (int)ts->dims[1]), .scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32,
-                         .mins = tm->data};
+                         .mins = tm ? tm->data : NULL};
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
     out->type = wtype;
@@ -316,8 +325,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         const fmt_tensor *tm = fmt_find_tensor(&f, mname);
         /* converted as it is: only an asked-for group counts */
         const fmt_tensor *ts = fmt_find_tensor(&f, sname);
-        int kept = (t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4) && (!tm || keeps_mins(t, ts, type, is_static));
-        if ((st = quantize_matrix(t, ts, tm, type, kept ? opt->group_size : g, is_static, pool, &qt[i], err)))
+        int kept = converts_as_is(t, ts, tm, type, is_static, i == f.n_tensors);
+        if ((st = quantize_matrix(t, ts, tm, type, kept ? opt->group_size : g, kept, pool, &qt[i], err)))
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};

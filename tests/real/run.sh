@@ -69,6 +69,16 @@ done
 meta=$("$ETCH" inspect "$WORK/gemma-chat.etch") # whole first: grep -q would close the pipe under pipefail
 grep -q "get_eos_ids *\[1, 106\]" <<<"$meta" ||
   { echo "FAIL: Gemma's <end_of_turn> is not among the EOS ids: $(grep eos_ids <<<"$meta")"; fail=1; }
+# SmolLM2's Q4_1 layers (mins) and tied Q8_0 table: 8da4w converts every matrix as it is; 4w rounds the
+# layers from their weights and gives the output layer its own 4-bit copy of the table
+"$ETCH" quantize "$WORK/smol.etch" -o "$WORK/smol-8da4w.etch" --scheme 8da4w 2>"$WORK/smol-8da4w.log" &&
+  grep -q "211 matrices converted as they were, nothing rounded again; 0 rounded" "$WORK/smol-8da4w.log" ||
+  { echo "FAIL: SmolLM2 to 8da4w: $(tail -1 "$WORK/smol-8da4w.log")"; fail=1; }
+"$ETCH" quantize "$WORK/smol.etch" -o "$WORK/smol-4w.etch" --scheme 4w 2>"$WORK/smol-4w.log" &&
+  grep -q "0 matrices converted as they were, nothing rounded again; 210 rounded" "$WORK/smol-4w.log" ||
+  { echo "FAIL: SmolLM2 to 4w: $(tail -1 "$WORK/smol-4w.log")"; fail=1; }
+"$ETCH" run "$WORK/smol-8da4w.etch" --chat -p "What is the capital of France?" -n 12
+rm -f "$WORK/smol-8da4w.etch" "$WORK/smol-4w.etch"
 # Does each answer a plain question sensibly? (printed for the README; the agreement above is the check)
 "$ETCH" run "$WORK/smol.etch" --chat -p "What is the capital of France?" -n 24
 "$ETCH" run "$WORK/gemma.etch" -p "The capital of France is" -n 12
