@@ -556,8 +556,23 @@ static void test_exp_ops(const char *variant) {
         kern_swiglu(h1, a, (size_t)n);
         kern_swiglu_ref(h2, a, (size_t)n);
         if (memcmp(h1, h2, (size_t)n * sizeof *h1)) bad++;
+        for (int i = 0; i < n; i++) h1[i] = h2[i] = (float)(rand() % 2000) / 100.0f - 10.0f, a[i] = b[i] / 20;
+        if (n > 3) a[0] = NAN, a[1] = INFINITY, a[2] = -INFINITY, a[3] = 100.0f;
+        kern_geglu(h1, a, (size_t)n);
+        kern_geglu_ref(h2, a, (size_t)n);
+        if (memcmp(h1, h2, (size_t)n * sizeof *h1)) bad++;
     }
-    CHECK(bad == 0, "%s: softmax or swiglu differs from its twin in %d cases", variant, bad);
+    CHECK(bad == 0, "%s: softmax, swiglu or geglu differs from its twin in %d cases", variant, bad);
+    /* GeGLU as g / (1 + e^(-2z)) against 0.5 g (1 + tanh(z)) in double, over Gemma's activations' range */
+    double gw = 0;
+    for (float v = -12.0f; v <= 12.0f; v += 0.00731f) {
+        float one = 1.0f, vv = v;
+        kern_geglu(&one, &vv, 1);
+        double z = sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * (double)v * v * v), want = 0.5 * v * (1 + tanh(z));
+        double e = fabs(one - want) / (fabs(want) + 1e-6);
+        if (e > gw) gw = e;
+    }
+    CHECK(gw < 2e-6, "%s: geglu is %g (relative) from the tanh formula", variant, gw);
 }
 
 /* What mins mean, apart from the kernels: a Q4 matrix built from chosen nibbles u (0..15), scales and

@@ -17,6 +17,7 @@ static const kern_variant portable = {
     kern_softmax_ref,
     kern_rmsnorm_ref,
     kern_swiglu_ref,
+    kern_geglu_ref,
     kern_fma_peak_portable,
     kern_read_bandwidth_portable,
 };
@@ -34,6 +35,7 @@ static const kern_variant avx2 = {
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
+    kern_avx2_geglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -48,6 +50,7 @@ static const kern_variant avx2_vnni = {
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
+    kern_avx2_geglu,
     kern_avx2_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -62,6 +65,7 @@ static const kern_variant avx512 = {
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
+    kern_avx2_geglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -76,6 +80,7 @@ static const kern_variant avx512_vnni = {
     kern_avx2_softmax,
     kern_avx2_rmsnorm,
     kern_avx2_swiglu,
+    kern_avx2_geglu,
     kern_avx512_fma_peak,
     kern_avx2_read_bandwidth,
 };
@@ -182,6 +187,7 @@ void kern_rmsnorm(float *out, const float *x, const float *w, int n, int dim, fl
 }
 
 void kern_swiglu(float *h, const float *g, size_t n) { active->swiglu(h, g, n); }
+void kern_geglu(float *h, const float *g, size_t n) { active->geglu(h, g, n); }
 
 double kern_fma_peak(double seconds) { return active->fma_peak(seconds); }
 

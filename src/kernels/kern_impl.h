@@ -80,6 +80,7 @@ typedef struct kern_variant {
     void (*softmax)(float *x, int n);
     void (*rmsnorm)(float *out, const float *x, const float *w, int n, int dim, float eps);
     void (*swiglu)(float *h, const float *g, size_t n);
+    void (*geglu)(float *h, const float *g, size_t n);
     double (*fma_peak)(double seconds);
     double (*read_bandwidth)(const float *buf, size_t n);
 } kern_variant;
@@ -112,6 +113,7 @@ void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, i
 void kern_avx2_softmax(float *x, int n);
 void kern_avx2_rmsnorm(float *out, const float *x, const float *w, int n, int dim, float eps);
 void kern_avx2_swiglu(float *h, const float *g, size_t n);
+void kern_avx2_geglu(float *h, const float *g, size_t n);
 void kern_avx2_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a);
 /* x86/avx512_float.c: the float and weight-only Q8/Q4 matmuls with 512-bit vectors (AVX-512F), and the FMA peak with them. */
 void kern_avx512_matmul_f32(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);

@@ -238,8 +238,11 @@ void kern_swiglu_ref(float *h, const float *g, size_t n);
  * above 88.7, NaN for NaN. (glibc's expf is not reproducible in vector registers.) */
 float kern_exp(float x);
 /* h[i] = gelu_tanh(g[i]) * h[i], for i < n: GELU with the tanh approximation (Gemma's GeGLU),
- * 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))). */
+ * 0.5 g (1 + tanh(z)), z = sqrt(2/pi) (g + 0.044715 g^3), computed as g / (1 + e^(-2z)) (the same
+ * function: 1 + tanh(z) = 2 / (1 + e^(-2z))) with kern_exp, so vectors give the twin's bits. */
+#define KERN_GELU_C 0.7978845608028654f /* sqrt(2 / pi) */
 void kern_geglu(float *h, const float *g, size_t n);
+void kern_geglu_ref(float *h, const float *g, size_t n);
 /* x[i] = cap * tanh(x[i] / cap), for i < n (Gemma's final logit soft-capping). */
 void kern_softcap(float *x, size_t n, float cap);
 

@@ -105,11 +105,10 @@ void kern_swiglu_ref(float *h, const float *g, size_t n) {
     }
 }
 
-void kern_geglu(float *h, const float *g, size_t n) {
-    const float c = 0.7978845608028654f; /* sqrt(2 / pi) */
+void kern_geglu_ref(float *h, const float *g, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        float v = g[i];
-        h[i] *= 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
+        float v = g[i], z = KERN_GELU_C * (v + 0.044715f * v * v * v);
+        h[i] *= v * (1.0f / (1.0f + kern_exp(-2.0f * z)));
     }
 }
 

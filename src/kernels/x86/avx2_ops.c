@@ -1,4 +1,4 @@
-/* kernels/x86/avx2_ops.c: softmax, SwiGLU and rmsnorm eight lanes at a time (AVX2 + FMA), with
+/* kernels/x86/avx2_ops.c: softmax, SwiGLU, GeGLU and rmsnorm eight lanes at a time (AVX2 + FMA), with
  * kern_exp's operations in registers and sums in kern_sum_lanes' order: the same bits as the twins
  * in ops.c; and the KV store's conversions (F16C's rounding to nearest even, cvtps' int8 rounding),
  * the same bits as reference.c's. */
@@ -88,6 +88,19 @@ void kern_avx2_swiglu(float *h, const float *g, size_t n) {
         _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_loadu_ps(h + i), _mm256_mul_ps(v, s)));
     }
     kern_swiglu_ref(h + i, g + i, n - i);
+}
+
+void kern_avx2_geglu(float *h, const float *g, size_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(KERN_GELU_C), k = _mm256_set1_ps(0.044715f);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) { /* the twin's operations, unfused, in its order */
+        __m256 v = _mm256_loadu_ps(g + i);
+        __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(k, v), v), v);
+        __m256 z = _mm256_mul_ps(c, _mm256_add_ps(v, cube));
+        __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_mul_ps(_mm256_set1_ps(-2.0f), z))));
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_loadu_ps(h + i), _mm256_mul_ps(v, s)));
+    }
+    kern_geglu_ref(h + i, g + i, n - i);
 }
 
 static void kv_f16_row(uint16_t *dst, const float *x, size_t n) {
