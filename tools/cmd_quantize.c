@@ -50,10 +50,10 @@ static void print_line(void *user, const char *line) {
     fprintf(stderr, "  %s\n", line);
 }
 
-static int has_tensor(etch_program *p, const char *name) {
-    etch_tensor_info t;
-    for (int32_t i = 0; etch_program_tensor(p, i, &t) == ETCH_OK; i++)
-        if (!strcmp(t.name, name)) return 1;
+/* Whether program p has a tensor of that name; its entry in *t. */
+static int find_tensor(const etch_program *p, const char *name, etch_tensor_info *t) {
+    for (int32_t i = 0; etch_program_tensor(p, i, t) == ETCH_OK; i++)
+        if (!strcmp(t->name, name)) return 1;
     return 0;
 }
 
@@ -148,18 +148,15 @@ int cmd_quantize(int argc, char **argv) {
      * are: with their mins, if any, where the output keeps them) and which were rounded from their
      * weights, said when the input had any quantized matrix. */
     int kept = 0, rounded = 0, quantized_in = 0;
-    etch_tensor_info ti, to;
+    etch_tensor_info ti, to, tm;
     for (int32_t i = 0; etch_program_tensor(src, i, &ti) == ETCH_OK; i++) {
-        char mname[160];
-        snprintf(mname, sizeof mname, "%s.min", ti.name);
-        int min_in = has_tensor(src, mname), min_out = has_tensor(p, mname);
         int quant_in = !strcmp(ti.dtype, "q8") || !strcmp(ti.dtype, "q4");
         quantized_in |= quant_in;
-        for (int32_t j = 0; ti.ndim == 2 && etch_program_tensor(p, j, &to) == ETCH_OK; j++)
-            if (!strcmp(to.name, ti.name)) {
-                if (strcmp(to.dtype, ti.dtype) || min_in != min_out) quant_in && min_in == min_out ? kept++ : rounded++;
-                break;
-            }
+        if (ti.ndim != 2 || !find_tensor(p, ti.name, &to)) continue;
+        char mname[160];
+        snprintf(mname, sizeof mname, "%s.min", ti.name);
+        int min_in = find_tensor(src, mname, &tm), min_out = find_tensor(p, mname, &tm);
+        if (strcmp(to.dtype, ti.dtype) || min_in != min_out) quant_in && min_in == min_out ? kept++ : rounded++;
     }
     if (quantized_in)
         fprintf(stderr, "%d matri%s converted as %s, nothing rounded again; %d rounded from float weights\n", kept,

@@ -55,11 +55,13 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
  * (*f32_scales 0), else f32 (the K-quants: d times the sub-block's scale, exact in f32). A type with
  * mins keeps its unsigned integers (Q4: the nibble is q, kern_mat.mins). *q, *scales and *mins (NULL
  * without mins) are malloc'ed. */
+static int gguf_4bit(int src_type) { return src_type == IMP_Q4_0 || src_type == IMP_Q4_1 || src_type == IMP_Q4_K; }
+
 static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, void **mins, int *f32_scales,
                                uint64_t *rows_out) {
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), group = imp_int_group(t->src_type);
     int n_groups = k / group, src = t->src_type, has_min = imp_int_has_min(src);
-    int q4 = src == IMP_Q4_0 || src == IMP_Q4_1 || src == IMP_Q4_K;
+    int q4 = gguf_4bit(src);
     *f32_scales = src == IMP_Q6_K || src == IMP_Q4_K || src == IMP_Q5_K;
     size_t ssize = *f32_scales ? 4 : 2;
     *q = base_calloc(q4 ? (size_t)rows * k / 2 : (size_t)rows * k, 1);
@@ -225,7 +227,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
         if (keep_quant && t->matrix && imp_int_group(t->src_type)) {
             uint64_t sdims[2] = {0, t->dims[1] / (uint64_t)imp_int_group(t->src_type)};
-            int f32_scales, src = t->src_type;
+            int f32_scales;
             void **scales = &conv[m->n_tensors + i], **mins = &conv[2 * m->n_tensors + i];
             if (repack_gguf(t, &conv[i], scales, mins, &f32_scales, &dims[0])) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
@@ -233,8 +235,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
             }
             char sname[112];
             sdims[0] = dims[0];
-            int q4 = src == IMP_Q4_0 || src == IMP_Q4_1 || src == IMP_Q4_K;
-            fmt_add_tensor(w, t->name, q4 ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
+            fmt_add_tensor(w, t->name, gguf_4bit(t->src_type) ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
             snprintf(sname, sizeof sname, "%s.scale", t->name);
             fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, *scales);
             snprintf(sname, sizeof sname, "%s.min", t->name);

@@ -281,9 +281,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         char sname[112];
         snprintf(sname, sizeof sname, "%s.scale", f.tensors[i].name);
         const fmt_tensor *ts = is_linear(&f.tensors[i]) ? fmt_find_tensor(&f, sname) : NULL;
-        snprintf(sname, sizeof sname, "%s.min", f.tensors[i].name); /* mins not kept: rounded in the asked-for groups */
-        if (ts && (f.tensors[i].dtype == FMT_DT_Q8 || f.tensors[i].dtype == FMT_DT_Q4) &&
-            (!fmt_find_tensor(&f, sname) || keeps_mins(&f.tensors[i], ts, wtype, is_static))) {
+        snprintf(sname, sizeof sname, "%s.min", f.tensors[i].name); /* rounded: in the asked-for groups */
+        if (ts && converts_as_is(&f.tensors[i], ts, fmt_find_tensor(&f, sname), wtype, is_static, 0)) {
             int k = (int)f.tensors[i].dims[1], g = kern_q_group_of(k, (int)ts->dims[1]);
             meta_group = g == k ? 0 : g; /* 0: one group per row, as the schemes say it */
             break;
