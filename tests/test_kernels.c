@@ -400,38 +400,43 @@ static double kv_value(const kern_kv *kv, const void *base, const float *scale, 
 /* Attention with a full cache, a sliding window over a full cache, and a sliding window over a ring
  * (the key of position t in row t % rows), for each KV cache type, against the reference twin and a
  * double-precision sum over the cached values. */
-static void test_attention_case(int kv_type, int window, int ring, float score_div) {
-    enum { NH = 4, NKV = 2, HD = 32, START = 9, N = 11, CTX = START + N }; /* N = 11: two blocks of four rows and three single rows */
-    float q[N * NH * HD], kc[CTX * NKV * HD], vc[CTX * NKV * HD], out[N * NH * HD], scores[4 * CTX];
-    fill(q, sizeof q / sizeof *q);
-    fill(kc, sizeof kc / sizeof *kc);
-    fill(vc, sizeof vc / sizeof *vc);
+static void test_attention_case(int kv_type, int window, int ring, float score_div, int START, int N) {
+    enum { NH = 4, NKV = 2, HD = 32 };
+    const int CTX = START + N;
+    float *q = malloc(sizeof(float) * N * NH * HD), *kc = malloc(sizeof(float) * CTX * NKV * HD);
+    float *vc = malloc(sizeof(float) * CTX * NKV * HD), *out = malloc(sizeof(float) * N * NH * HD);
+    float *scores = malloc(sizeof(float) * KERN_ATT_BLOCK * CTX);
+    fill(q, N * NH * HD);
+    fill(kc, CTX * NKV * HD);
+    fill(vc, CTX * NKV * HD);
     /* The cache the kernel reads: every position written in order, later ones over earlier ones in a ring. */
     int rows = ring ? window + N - 1 : CTX;
-    float kr[CTX * NKV * HD], vr[CTX * NKV * HD], ks[CTX * NKV], vs[CTX * NKV];
+    float *kr = malloc(sizeof(float) * CTX * NKV * HD), *vr = malloc(sizeof(float) * CTX * NKV * HD);
+    float *ks = malloc(sizeof(float) * CTX * NKV), *vs = malloc(sizeof(float) * CTX * NKV);
     kern_kv kv = {kv_type, kr, vr, kv_type == KERN_KV_Q8 ? ks : NULL, kv_type == KERN_KV_Q8 ? vs : NULL};
     kern_att_shape as = {NH, NKV, HD, score_div, window, rows};
     for (int t = 0; t < CTX; t++) kern_kv_store(&kv, kc + t * NKV * HD, vc + t * NKV * HD, 1, t, &as);
     kern_attention(out, q, &kv, N, START, &as, scores, 0, NKV);
-    float out_ref[N * NH * HD], out_split[N * NH * HD], out_rows[N * NH * HD];
+    size_t n_out = (size_t)N * NH * HD, out_bytes = n_out * sizeof(float);
+    float *out_ref = malloc(out_bytes), *out_split = malloc(out_bytes), *out_rows = malloc(out_bytes);
     kern_attention_ref(out_ref, q, &kv, N, START, &as, scores, 0, NKV);
     kern_attention(out_split, q, &kv, N, START, &as, scores, 0, 1);
     kern_attention(out_split, q, &kv, N, START, &as, scores, 1, NKV);
-    CHECK(max_err(out, out_ref, sizeof out / sizeof *out) < 1e-6, "attention (%s cache, window %d, ring %d) vs its twin",
+    CHECK(max_err(out, out_ref, n_out) < 1e-6, "attention (%s cache, window %d, ring %d) vs its twin",
           kern_kv_type_name(kv_type), window, ring);
-    CHECK(memcmp(out, out_split, sizeof out) == 0, "attention over KV-head ranges (%s cache, window %d, ring %d)",
+    CHECK(memcmp(out, out_split, out_bytes) == 0, "attention over KV-head ranges (%s cache, window %d, ring %d)",
           kern_kv_type_name(kv_type), window, ring);
     /* Each row alone (as sequential prefill computes it) equals the row in the block, bit for bit. */
     for (int r = 0; r < N; r++)
         kern_attention(out_rows + r * NH * HD, q + r * NH * HD, &kv, 1, START + r, &as, scores, 0, NKV);
-    CHECK(memcmp(out, out_rows, sizeof out) == 0,
+    CHECK(memcmp(out, out_rows, out_bytes) == 0,
           "attention rows computed alone equal the batched ones (%s cache, window %d, ring %d)", kern_kv_type_name(kv_type),
           window, ring);
     double e = 0, e_f32 = 0;
     for (int r = 0; r < N; r++)
         for (int h = 0; h < NH; h++) {
             int kvh = h / (NH / NKV), p = START + r, lo = window && p - window + 1 > 0 ? p - window + 1 : 0;
-            double s[CTX], mx = -1e30, sum = 0, s32[CTX], mx32 = -1e30, sum32 = 0;
+            double *s = malloc(sizeof(double) * CTX), mx = -1e30, sum = 0, *s32 = malloc(sizeof(double) * CTX), mx32 = -1e30, sum32 = 0;
             for (int t = lo; t <= p; t++) {
                 s[t] = s32[t] = 0;
                 for (int i = 0; i < HD; i++) {
@@ -451,21 +456,29 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
                 e = fmax(e, fabs(o - out[(r * NH + h) * HD + i]));
                 e_f32 = fmax(e_f32, fabs(o32 - out[(r * NH + h) * HD + i]));
             }
+            free(s), free(s32);
         }
     CHECK(e < 1e-5, "attention (%s cache, window %d, ring %d): error %g", kern_kv_type_name(kv_type), window, ring, e);
     /* and against the f32 keys and values the cache rounded: f16 keeps 11 bits, Q8 about 7 */
     double bound = kv_type == KERN_KV_F32 ? 1e-5 : kv_type == KERN_KV_F16 ? 2e-3 : 3e-2;
     CHECK(e_f32 < bound, "attention (%s cache, window %d, ring %d) vs the unrounded values: error %g",
           kern_kv_type_name(kv_type), window, ring, e_f32);
+    free(q), free(kc), free(vc), free(out), free(scores), free(kr), free(vr), free(ks), free(vs);
+    free(out_ref), free(out_split), free(out_rows);
 }
 
 static void test_attention(void) {
     for (int t = KERN_KV_F32; t <= KERN_KV_Q8; t++) {
-        test_attention_case(t, 0, 0, sqrtf(32.0f));
-        test_attention_case(t, 4, 0, sqrtf(32.0f));
-        test_attention_case(t, 4, 1, 3.0f);  /* a ring of 14 rows that the 20 positions wrap around */
-        test_attention_case(t, 1, 1, 2.0f);  /* each query sees only itself */
-        test_attention_case(t, 7, 1, 4.0f);
+        /* 11 rows after 9: one block of 16 queries (8 rows, 2 heads each) and a block of 6 */
+        test_attention_case(t, 0, 0, sqrtf(32.0f), 9, 11);
+        test_attention_case(t, 4, 0, sqrtf(32.0f), 9, 11);
+        test_attention_case(t, 4, 1, 3.0f, 9, 11);  /* a ring of 14 rows that the 20 positions wrap around */
+        test_attention_case(t, 1, 1, 2.0f, 9, 11);  /* each query sees only itself */
+        test_attention_case(t, 7, 1, 4.0f, 9, 11);
+        /* 45 rows after 150: spans of up to 195 keys in tiles of 64 (the last one partial), six blocks */
+        test_attention_case(t, 0, 0, sqrtf(32.0f), 150, 45);
+        test_attention_case(t, 70, 0, sqrtf(32.0f), 150, 45); /* windows across tiles */
+        test_attention_case(t, 70, 1, 3.0f, 150, 45);         /* a ring of 114 rows: runs that split tiles */
     }
 }
 

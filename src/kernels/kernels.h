@@ -216,10 +216,11 @@ void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n,
  * share every K and V row read).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
  *   kv: [n_kv_heads, cache_rows, head_dim]; every key a query sees must be in its row
- *   scores: scratch [4 * (start_pos+n)]
+ *   scores: scratch [KERN_ATT_BLOCK * (start_pos+n)]
  * A Q8 score is (q . k_int) * k_scale / score_div, and a value row weighs softmax weight * v_scale.
  * Keys are summed in position order whatever the ring's rotation, so a query's result depends only on
  * its own keys: batched and one-token prefill agree exactly, windowed or not. */
+#define KERN_ATT_BLOCK 16 /* queries of one KV head that attention takes together (its scratch rows) */
 void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                     float *scores, int g_begin, int g_end);
 void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,

@@ -40,7 +40,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         {&s->x, rows * c->dim},          {&s->xb, rows * wide},
         {&s->q, rows * q_dim},           {&s->proj, rows * c->dim},
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
-        {&s->scores, (size_t)n_threads * 4 * c->max_context_len},
+        {&s->scores, (size_t)n_threads * KERN_ATT_BLOCK * c->max_context_len},
         {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
         {&s->k_scale, scales},           {&s->v_scale, scales},
         {&s->qx.scale, c->int_dot ? rows : 0},
@@ -169,7 +169,7 @@ typedef struct att_job {
 static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
     const int n_kv = j->c->n_kv_heads;
-    float *scores = j->s->scores + (size_t)i * 4 * j->c->max_context_len;
+    float *scores = j->s->scores + (size_t)i * KERN_ATT_BLOCK * j->c->max_context_len;
     if (n_kv >= nw || j->n < 8) {
         int b, e;
         base_split(n_kv, nw, i, 1, &b, &e);

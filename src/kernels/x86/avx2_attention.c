@@ -1,5 +1,6 @@
 /* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
- * four queries that share a KV head read each K and V row once. avx512_attention.c compiles this file
+ * KERN_ATT_BLOCK queries that share a KV head read its K and V rows a tile at a time, four queries per
+ * micro-kernel, so a long span leaves L3 once per block rather than once per four queries. avx512_attention.c compiles this file
  * again with ATT_ZMM: the same loops on 16 lanes. Each variant sums a score over its lanes and then
  * across them, so it agrees with kern_attention_ref to rounding; within a variant, a query's result
  * depends only on its own keys (batched and one-token prefill agree exactly). An f16 or Q8 cache is
@@ -18,6 +19,24 @@ typedef __m512 vec;
 #define v_from_f16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
 #define v_from_i8(p) _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p))))
 #define ATT_ENTRY kern_avx512_attention
+#define CHAINS 16 /* FMA chains per micro-kernel: half the registers */
+/* The sums of a[0..7], in order, each by _mm512_reduce_add_ps's tree (halves of 256, then 128 bits,
+ * then lanes i and i+2, then 0 and 1), so bit for bit hsum's; eight at a time in 24 instructions
+ * where hsum takes eight each. Level by level: x[j] holds a[2j] and a[2j+1] halved (256-bit halves),
+ * y[j] a[4j .. 4j+3] quartered (one per 128-bit chunk), z sums a[m] and a[4+m] to two lanes of chunk
+ * m, and w to one: a[m] in lane 4m, a[4+m] in lane 4m+1. */
+static INLINE __m256 hsum8(const vec *a) {
+    __m512 x[4], y[2];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+        x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(a[2 * j], a[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++)
+        y[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z, z, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(z, z, _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0), w));
+}
 #else
 #define LANES 8
 typedef __m256 vec;
@@ -29,11 +48,26 @@ typedef __m256 vec;
 #define v_from_f16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define v_from_i8(p) _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p))))
 #define ATT_ENTRY kern_avx2_attention
+#define CHAINS 8
 static INLINE float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
+}
+/* The sums of a[0..7], in order, each by hsum's tree (128-bit halves, then lanes i and i+2, then 0
+ * and 1), so bit for bit hsum's; eight at a time in 23 instructions where hsum takes six each. x[j]
+ * holds a[2j] and a[2j+1] halved; y[j] sums a[4j + L] and a[4j + 2 + L] to two lanes of 128-bit lane
+ * L; w leaves lane L = [a[L], a[2+L], a[4+L], a[6+L]]. */
+static INLINE __m256 hsum8(const vec *a) {
+    __m256 x[4], y[2];
+    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+        x[j] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x20), _mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x31));
+    _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++)
+        y[j] = _mm256_add_ps(_mm256_shuffle_ps(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm256_permutevar8x32_ps(w, _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0));
 }
 #endif
 
@@ -50,89 +84,141 @@ typedef struct att_run {
     size_t row; /* cache row of the first key */
 } att_run;
 
-/* R queries (1..4) that read the same KV head: each K and V row loaded once serves all of them,
- * whether they are rows of the chunk or heads of a grouped-query group. Query i sees the keys at
- * score indices lo[i] .. hi[i] of the block's span; its softmax covers exactly those, and the other
- * keys get weight 0, which leaves its sums unchanged: a query's result does not depend on the block
- * it shares. The span lies in one or two runs of cache rows (two when it wraps around a ring). */
-/* The cache is of type kt, one KV head's rows (kbase, vbase: its row 0, rows hd values apart); a Q8
- * cache's scales are ks[row], vs[row]. */
-static INLINE void att_block(int kt, int R, const float *const *q, float *const *out, const int *lo, const int *hi,
-                             const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
-                             const float *vs, int hd, float div, float *sc, size_t sc_stride) {
+/* Keys per tile: a tile's K (then V) rows stay in L1 while every query of the block reads them (16 KiB
+ * of f16 at head size 128), where blocks of four queries each streamed the whole span from L3. */
+#define ATT_TILE 64
+
+/* Scores of R queries (1..4) against count consecutive cached keys from element k0 of kbase (a Q8
+ * cache's key scales from ksr): query r's score of key t goes to s0[r * sc_stride + t]. CHAINS FMA
+ * chains (KS keys at a time), each key's vector loaded once for the R queries and each query's once
+ * for the KS keys. Each score is its own sum, whatever keys share the call. */
+static INLINE void qk_keys(int kt, int R, const float *const *q, const void *kbase, size_t k0, const float *ksr,
+                           int count, int hd, float div, float *s0, size_t sc_stride) {
     const size_t stride = (size_t)hd;
-    /* Eight FMA chains whatever R is: KS keys at a time for Q.K, VL vectors per query for A.V. */
-    const int KS = R == 1 ? 8 : R == 2 ? 4 : 2, VL = KS;
-    int span = 0;
-    for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
-    for (int g = 0; g < n_runs; g++) {
-        size_t kr = runs[g].row * stride;
-        const float *ksr = kt == KERN_KV_Q8 ? ks + runs[g].row : NULL;
-        float *s0 = sc + runs[g].off;
-        int t = 0, count = runs[g].count;
-        for (; t + KS <= count; t += KS) {
-            vec a[8];
-            _Pragma("GCC unroll 8") for (int j = 0; j < R * KS; j++) a[j] = v_zero();
-            size_t k0 = kr + (size_t)t * stride;
-            for (int i = 0; i < hd; i += LANES) {
-                vec kv[8];
-                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) kv[c] = kv_load(kt, kbase, k0 + (size_t)c * stride + i);
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    vec qv = v_load(q[r] + i);
-                    _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) a[r * KS + c] = v_fma(qv, kv[c], a[r * KS + c]);
-                }
+    const int KS = CHAINS / (R == 3 ? 4 : R), N = R * KS;
+    int t = 0;
+    for (; t + KS <= count; t += KS) {
+        vec a[CHAINS];
+        _Pragma("GCC unroll 16") for (int j = 0; j < N; j++) a[j] = v_zero();
+        size_t kr = k0 + (size_t)t * stride;
+        for (int i = 0; i < hd; i += LANES) {
+            vec kv[CHAINS];
+            _Pragma("GCC unroll 16") for (int c = 0; c < KS; c++) kv[c] = kv_load(kt, kbase, kr + (size_t)c * stride + i);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                vec qv = v_load(q[r] + i);
+                _Pragma("GCC unroll 16") for (int c = 0; c < KS; c++) a[r * KS + c] = v_fma(qv, kv[c], a[r * KS + c]);
             }
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-                _Pragma("GCC unroll 8") for (int c = 0; c < KS; c++) {
-                    float d = hsum(a[r * KS + c]);
-                    if (kt == KERN_KV_Q8) d *= ksr[t + c];
-                    s0[r * sc_stride + t + c] = d / div;
-                }
         }
-        for (; t < count; t++) /* the keys left over, one at a time: the same sums */
-            for (int r = 0; r < R; r++) {
-                vec a = v_zero();
-                for (int i = 0; i < hd; i += LANES) a = v_fma(v_load(q[r] + i), kv_load(kt, kbase, kr + (size_t)t * stride + i), a);
-                float d = hsum(a);
-                if (kt == KERN_KV_Q8) d *= ksr[t];
-                s0[r * sc_stride + t] = d / div;
+        float sums[CHAINS]; /* sums[r * KS + c]: query r, key t + c */
+        _Pragma("GCC unroll 2") for (int j = 0; j < N; j += 8) {
+            for (int z = N; z < j + 8; z++) a[z] = v_zero(); /* R = 3 on 8 chains: six sums */
+            __m256 d = hsum8(a + j);
+            if (kt == KERN_KV_Q8) {
+                float sk[8];
+                _Pragma("GCC unroll 8") for (int z = 0; z < 8; z++) sk[z] = ksr[t + (j + z) % KS];
+                d = _mm256_mul_ps(d, _mm256_loadu_ps(sk));
             }
+            _mm256_storeu_ps(sums + j, _mm256_div_ps(d, _mm256_set1_ps(div)));
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) memcpy(s0 + r * sc_stride + t, sums + r * KS, KS * sizeof(float));
     }
-    for (int r = 0; r < R; r++) {
-        float *sr = sc + r * sc_stride;
-        kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
-        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
-        for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
-        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
-            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
-    }
+    for (; t < count; t++) /* the keys left over, one at a time: the same sums */
+        for (int r = 0; r < R; r++) {
+            vec a = v_zero();
+            for (int i = 0; i < hd; i += LANES) a = v_fma(v_load(q[r] + i), kv_load(kt, kbase, k0 + (size_t)t * stride + i), a);
+            float d = hsum(a);
+            if (kt == KERN_KV_Q8) d *= ksr[t];
+            s0[r * sc_stride + t] = d / div;
+        }
+}
+
+/* out[r] += w[r * sc_stride + u] times value row u, for count consecutive rows from element v0 of
+ * vbase, u in order: each output lane is one FMA chain over the keys, carried in out from one call to
+ * the next, so a tiling of the keys gives the sums of one pass over them. */
+static INLINE void av_keys(int kt, int R, const float *w, size_t sc_stride, const void *vbase, size_t v0, int count, int hd,
+                           float *const *out) {
+    const size_t stride = (size_t)hd;
+    /* up to CHAINS FMA chains: VL vectors per query (at most eight: a slice within a head of 128) */
+    const int VL = CHAINS / (R == 3 ? 4 : R) < 8 ? CHAINS / (R == 3 ? 4 : R) : 8;
     int i = 0;
     for (; i + LANES * VL <= hd; i += LANES * VL) {
-        vec a[8];
-        _Pragma("GCC unroll 8") for (int j = 0; j < R * VL; j++) a[j] = v_zero();
-        for (int g = 0; g < n_runs; g++)
-            for (int u = 0; u < runs[g].count; u++) {
-                size_t v = (runs[g].row + (size_t)u) * stride + i;
-                const float *su = sc + runs[g].off + u;
-                vec vv[8];
-                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = kv_load(kt, vbase, v + LANES * c);
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    vec w = v_bcast(su + r * sc_stride);
-                    _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = v_fma(w, vv[c], a[r * VL + c]);
-                }
+        vec a[CHAINS];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = v_load(out[r] + i + LANES * c);
+        for (int u = 0; u < count; u++) {
+            size_t v = v0 + (size_t)u * stride + i;
+            vec vv[8];
+            _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) vv[c] = kv_load(kt, vbase, v + LANES * c);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                vec wr = v_bcast(w + r * sc_stride + u);
+                _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) a[r * VL + c] = v_fma(wr, vv[c], a[r * VL + c]);
             }
+        }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
             _Pragma("GCC unroll 8") for (int c = 0; c < VL; c++) v_store(out[r] + i + LANES * c, a[r * VL + c]);
     }
     for (; i < hd; i += LANES) /* lanes left over (small heads): the same sums, fewer chains */
         for (int r = 0; r < R; r++) {
-            vec a = v_zero();
-            for (int g = 0; g < n_runs; g++)
-                for (int u = 0; u < runs[g].count; u++)
-                    a = v_fma(v_bcast(sc + r * sc_stride + runs[g].off + u),
-                              kv_load(kt, vbase, (runs[g].row + (size_t)u) * stride + i), a);
+            vec a = v_load(out[r] + i);
+            for (int u = 0; u < count; u++)
+                a = v_fma(v_bcast(w + r * sc_stride + u), kv_load(kt, vbase, v0 + (size_t)u * stride + i), a);
             v_store(out[r] + i, a);
         }
+}
+
+/* One pass of a block over its keys, tile by tile (ATT_TILE keys of a run at a time), each tile
+ * serving the block's queries four at a time; queries s .. s+R-1 read only the keys lo_s .. hi_s that
+ * one of them sees. pass 0: scores; pass 1: weights times values into out. */
+static INLINE void att_pass(int kt, int pass, int Q, const float *const *q, float *const *out, const int *lo, const int *hi,
+                            const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks, int hd,
+                            float div, float *sc, size_t sc_stride) {
+    for (int g = 0; g < n_runs; g++)
+        for (int t0 = 0; t0 < runs[g].count; t0 += ATT_TILE) {
+            int a = runs[g].off + t0, b = a + (runs[g].count - t0 < ATT_TILE ? runs[g].count - t0 : ATT_TILE); /* scores a..b-1 */
+            for (int s = 0; s < Q; s += 4) {
+                int R = Q - s < 4 ? Q - s : 4, lo_s = lo[s], hi_s = hi[s];
+                for (int r = 1; r < R; r++) lo_s = lo[s + r] < lo_s ? lo[s + r] : lo_s, hi_s = hi[s + r] > hi_s ? hi[s + r] : hi_s;
+                int u0 = a > lo_s ? a : lo_s, u1 = b < hi_s + 1 ? b : hi_s + 1; /* this tile's keys these queries see */
+                if (u0 >= u1) continue;
+                size_t row = runs[g].row + (size_t)(u0 - runs[g].off), e0 = row * (size_t)hd;
+                float *w = sc + (size_t)s * sc_stride + u0;
+#define ATT_R(RR)                                                                                                     \
+    if (pass == 0) qk_keys(kt, RR, q + s, kbase, e0, kt == KERN_KV_Q8 ? ks + row : NULL, u1 - u0, hd, div, w, sc_stride); \
+    else av_keys(kt, RR, w, sc_stride, vbase, e0, u1 - u0, hd, out + s)
+                switch (R) { /* the query count known to the compiler */
+                case 4: ATT_R(4); break;
+                case 3: ATT_R(3); break;
+                case 2: ATT_R(2); break;
+                default: ATT_R(1); break;
+                }
+#undef ATT_R
+            }
+        }
+}
+
+/* Q queries (up to KERN_ATT_BLOCK) that read the same KV head, whether rows of the chunk or heads of a
+ * grouped-query group: the scores of all of them, tile by tile, then each one's softmax, then the
+ * values, tile by tile. Query i sees the keys at score indices lo[i] .. hi[i] of the block's span (in
+ * one or two runs of cache rows: two when it wraps around a ring); its softmax covers exactly those,
+ * and it reads no others, so its result does not depend on the block it shares. The cache is of type
+ * kt, one KV head's rows (kbase, vbase: its row 0, rows hd values apart); a Q8 cache's scales are
+ * ks[row], vs[row]. */
+static INLINE void att_block(int kt, int Q, const float *const *q, float *const *out, const int *lo, const int *hi,
+                             const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
+                             const float *vs, int hd, float div, float *sc, size_t sc_stride) {
+    int span = 0;
+    for (int r = 0; r < Q; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
+    att_pass(kt, 0, Q, q, out, lo, hi, runs, n_runs, kbase, vbase, ks, hd, div, sc, sc_stride);
+    for (int r = 0; r < Q; r++) {
+        float *sr = sc + r * sc_stride;
+        kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
+        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
+            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
+        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f; /* keys its neighbours in the block see, it does not */
+        for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
+        memset(out[r], 0, (size_t)hd * sizeof(float));
+    }
+    att_pass(kt, 1, Q, q, out, lo, hi, runs, n_runs, kbase, vbase, ks, hd, div, sc, sc_stride);
 }
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
@@ -140,28 +226,29 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
     int hd = as->head_dim, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
     size_t esize = kern_kv_size(kt), head = (size_t)C * hd; /* a head's rows are contiguous (kernels.h) */
     size_t row = (size_t)as->n_heads * hd;
-    /* Score rows: a block's span is at most the context, or the window plus the three rows a block of
-     * four queries can cover beyond the first. */
+    /* Score rows: a block's span is at most the context, or the window plus the rows its queries cover
+     * beyond the first (fewer than KERN_ATT_BLOCK). */
     size_t sc_stride = (size_t)(start_pos + n);
-    if (as->window > 0 && (size_t)as->window + 3 < sc_stride) sc_stride = (size_t)as->window + 3;
+    if (as->window > 0 && (size_t)as->window + KERN_ATT_BLOCK - 1 < sc_stride) sc_stride = (size_t)as->window + KERN_ATT_BLOCK - 1;
     for (int g = g_begin; g < g_end; g++) {
         const void *kbase = (const char *)kv->k + g * head * esize, *vbase = (const char *)kv->v + g * head * esize;
         const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + (size_t)g * C : NULL;
         const float *vs = kt == KERN_KV_Q8 ? kv->v_scale + (size_t)g * C : NULL;
-        /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
+        /* The queries of this KV head, row by row and head by head, in blocks of up to KERN_ATT_BLOCK. */
         int total = n * group;
-        for (int b = 0; b < total; b += 4) {
-            int R = total - b < 4 ? total - b : 4, lo[4], hi[4], first = 1 << 30, last = 0;
-            const float *qs[4];
-            float *os[4];
-            for (int i = 0; i < R; i++) {
+        for (int b = 0; b < total; b += KERN_ATT_BLOCK) {
+            int Q = total - b < KERN_ATT_BLOCK ? total - b : KERN_ATT_BLOCK, lo[KERN_ATT_BLOCK], hi[KERN_ATT_BLOCK];
+            int first = 1 << 30, last = 0;
+            const float *qs[KERN_ATT_BLOCK];
+            float *os[KERN_ATT_BLOCK];
+            for (int i = 0; i < Q; i++) {
                 int r = (b + i) / group, h = g * group + (b + i) % group, p = start_pos + r;
                 qs[i] = q + (size_t)r * row + (size_t)h * hd;
                 os[i] = out + (size_t)r * row + (size_t)h * hd;
                 lo[i] = att_first_key(as, p), hi[i] = p;
                 first = lo[i] < first ? lo[i] : first, last = p > last ? p : last;
             }
-            for (int i = 0; i < R; i++) lo[i] -= first, hi[i] -= first;
+            for (int i = 0; i < Q; i++) lo[i] -= first, hi[i] -= first;
             /* Positions first..last as runs of consecutive cache rows (one, or two around the ring). */
             att_run runs[2];
             int n_runs = 1, slot = first % C, count = last - first + 1;
@@ -171,12 +258,7 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
                 runs[1] = (att_run){C - slot, count - (C - slot), 0};
                 n_runs = 2;
             }
-            switch (R) { /* the block size known to the compiler */
-            case 4: att_block(kt, 4, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
-            case 3: att_block(kt, 3, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
-            case 2: att_block(kt, 2, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
-            default: att_block(kt, 1, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride); break;
-            }
+            att_block(kt, Q, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride);
         }
     }
 }
