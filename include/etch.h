@@ -445,6 +445,10 @@ etch_status etch_session_load(etch_session *s, const char *path);
 etch_status etch_forward(etch_session *s, const int32_t *tokens, int32_t n, int32_t start_pos,
                          float *logits, int all_logits);
 
+/* The greedy token of logits[n]: the index of the largest value, the first one on ties (a NaN is
+ * skipped unless it comes first), as generation's temperature 0 picks it; 0 when n < 1. */
+int32_t etch_argmax(const float *logits, int32_t n);
+
 /* Prefills tokens[n] at positions start_pos .. start_pos+n-1 under the runtime's policy: forward
  * calls of min(bound, tokens left) tokens, bound 0 meaning the program's max_seq_len and 1 one token
  * per call (any program). logits: [vocab_size] for the last position, or [n, vocab_size] when

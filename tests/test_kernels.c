@@ -524,6 +524,24 @@ static void test_kv_store(const char *v) {
 static void test_small(void) {
     float x[9] = {1, 2, 3, -1, 0, 5, 5, 2, 1};
     CHECK(kern_argmax(x, 9) == 5, "argmax takes the first maximum");
+    { /* against a scan, over lengths around the eight chains, ties, NaN and signed zeros */
+        float v[41];
+        int ok = 1;
+        for (int n = 1; n <= 41; n++)
+            for (int c = 0; c < 6; c++) {
+                for (int i = 0; i < n; i++) v[i] = (float)((i * 7 + c * 3) % 5) - 2.0f;
+                if (c == 1) v[n - 1] = 9.0f;                 /* the maximum in the tail */
+                if (c == 2) v[n / 2] = NAN;                  /* skipped */
+                if (c == 3) v[0] = NAN;                      /* first: nothing beats it */
+                if (c == 4) for (int i = 0; i < n; i++) v[i] = i % 2 ? 0.0f : -0.0f;
+                if (c == 5) v[n - 1] = INFINITY, v[n / 3] = INFINITY;
+                int scan = 0;
+                for (int i = 1; i < n; i++)
+                    if (v[i] > v[scan]) scan = i;
+                ok &= kern_argmax(v, n) == scan;
+            }
+        CHECK(ok, "argmax equals a scan's first maximum (ties, NaN, signed zeros, infinities, tails)");
+    }
     float sm[4] = {1, 2, 3, 4};
     kern_softmax(sm, 4);
     double s = 0;

@@ -254,7 +254,15 @@ static void test_bad_files(void) {
     etch_decoder_free(NULL);
 }
 
+/* The public greedy pick: generation's own (kern_argmax, tested against a scan in test_kernels). */
+static void test_argmax(void) {
+    const float l[6] = {0.5f, 3.0f, -1.0f, 3.0f, NAN, 2.0f};
+    CHECK(etch_argmax(l, 6) == 1, "etch_argmax: the first of two equal maxima, NaN skipped");
+    CHECK(etch_argmax(l + 2, 3) == 1 && etch_argmax(l, 0) == 0 && etch_argmax(l, -3) == 0, "etch_argmax: offsets, n < 1");
+}
+
 int main(void) {
+    test_argmax();
     test_forward_errors();
     test_context();
     test_bad_files();

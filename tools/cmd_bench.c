@@ -81,13 +81,6 @@ static double rss_mb(void) {
     return (double)resident * (double)sysconf(_SC_PAGESIZE) / (1024.0 * 1024.0);
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Prefills ids[n] in chunks of `bound` (the runtime's etch_prefill); returns the time in ms and
  * leaves the last logits. */
 static double prefill(etch_session *s, const int32_t *ids, int n, int bound, float *logits, int *ok) {
@@ -324,12 +317,12 @@ int cmd_bench(int argc, char **argv) {
                     /* Batched prefill, first token, then decode. */
                     double t_pre = prefill(s, ids, np, m->max_seq_len, logits, &ok);
                     double t_tok = now_ms();
-                    int32_t tok = argmax(logits, m->vocab_size);
+                    int32_t tok = etch_argmax(logits, m->vocab_size);
                     double ttft = t_pre + (now_ms() - t_tok);
                     double d0 = now_ms();
                     for (int g = 0; g < n_gen && ok && !cli_interrupted(); g++) {
                         ok = etch_forward(s, &tok, 1, np + g, logits, 0) == ETCH_OK;
-                        tok = argmax(logits, m->vocab_size);
+                        tok = etch_argmax(logits, m->vocab_size);
                     }
                     double t_dec = now_ms() - d0;
                     double now_rss = rss_mb();
@@ -338,7 +331,7 @@ int cmd_bench(int argc, char **argv) {
                     if (sequential && ok && !cli_interrupted()) {
                         t_seq = prefill(s, ids, np, 1, logits, &ok);
                         t_tok = now_ms();
-                        tok = argmax(logits, m->vocab_size);
+                        tok = etch_argmax(logits, m->vocab_size);
                         t_seq += now_ms() - t_tok;
                     }
                     if (r < 0 || cli_interrupted()) continue;

@@ -256,7 +256,8 @@ float kern_sum_lanes(float *part);
 void kern_softmax(float *x, int n);
 void kern_softmax_ref(float *x, int n);
 
-/* The index of the largest value (the first one on ties). */
+/* The index of the largest value (the first one on ties), as a scan with `>` finds it: a NaN is
+ * skipped, unless it is x[0]. */
 int kern_argmax(const float *x, int n);
 
 #endif

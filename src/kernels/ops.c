@@ -117,8 +117,19 @@ void kern_softcap(float *x, size_t n, float cap) {
 }
 
 int kern_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    /* The largest value over eight independent chains (one chain waits on every compare: a greedy
+     * token over Gemma's 262,144 logits took most of a millisecond), then its first index. NaN never
+     * wins a compare, so it is skipped, unless it comes first: nothing then beats it, as in a scan. */
+    if (n <= 0 || isnan(x[0])) return 0;
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = x[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float mx = m[0];
+    for (int j = 1; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
+    for (i = 0; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
 }
