@@ -1,10 +1,10 @@
 /* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
  * KERN_ATT_BLOCK queries that share a KV head read its K and V rows a tile at a time, four queries per
- * micro-kernel, so a long span leaves L3 once per block rather than once per four queries. avx512_attention.c compiles this file
- * again with ATT_ZMM: the same loops on 16 lanes. Each variant sums a score over its lanes and then
- * across them, so it agrees with kern_attention_ref to rounding; within a variant, a query's result
- * depends only on its own keys (batched and one-token prefill agree exactly). An f16 or Q8 cache is
- * widened in registers as it is read (kv_load), each variant's loops instantiated once per type. */
+ * micro-kernel. avx512_attention.c compiles this file again with ATT_ZMM: the same loops on 16 lanes.
+ * Each variant sums a score over its lanes and then across them, so it agrees with kern_attention_ref
+ * to rounding; within a variant, a query's result depends only on its own keys (batched and one-token
+ * prefill agree exactly). An f16 or Q8 cache is widened in registers as it is read (kv_load), each
+ * variant's loops instantiated once per type. */
 #include "avx2.h"
 
 #ifdef ATT_ZMM
@@ -33,9 +33,11 @@ static INLINE __m256 hsum8(const vec *a) {
     _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++)
         y[j] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)), _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 2, 3, 2)));
     __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z, z, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(z, z, _MM_SHUFFLE(3, 1, 3, 1)));
-    return _mm512_castps512_ps256(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0), w));
+    const __m512i order = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 13, 9, 5, 1, 12, 8, 4, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, w));
 }
 #else
 #define LANES 8
@@ -62,11 +64,13 @@ static INLINE float hsum(__m256 v) {
 static INLINE __m256 hsum8(const vec *a) {
     __m256 x[4], y[2];
     _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-        x[j] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x20), _mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x31));
+        x[j] = _mm256_add_ps(_mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x20),
+                             _mm256_permute2f128_ps(a[2 * j], a[2 * j + 1], 0x31));
     _Pragma("GCC unroll 2") for (int j = 0; j < 2; j++)
         y[j] = _mm256_add_ps(_mm256_shuffle_ps(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm256_shuffle_ps(x[2 * j], x[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m256 w = _mm256_add_ps(_mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm256_shuffle_ps(y[0], y[1], _MM_SHUFFLE(3, 1, 3, 1)));
     return _mm256_permutevar8x32_ps(w, _mm256_set_epi32(7, 3, 6, 2, 5, 1, 4, 0));
 }
 #endif
@@ -85,7 +89,7 @@ typedef struct att_run {
 } att_run;
 
 /* Keys per tile: a tile's K (then V) rows stay in L1 while every query of the block reads them (16 KiB
- * of f16 at head size 128), where blocks of four queries each streamed the whole span from L3. */
+ * of f16 at head size 128), rather than each four queries reading the whole span from L2 or L3. */
 #define ATT_TILE 64
 
 /* Scores of R queries (1..4) against count consecutive cached keys from element k0 of kbase (a Q8
