@@ -153,6 +153,7 @@ check "tokenize --batch" test "$("$ETCH" tokenize "$WORK/q.etch" --batch "$WORK/
 "$ETCH" inspect "$WORK/q.etch" >"$WORK/inspect.q"
 check "inspect shows qk_norm and f16" grep -q "qk_norm: 1" "$WORK/inspect.q"
 check "inspect shows f16 tensors" grep -q "blk.0.attn_q.weight .* f16" "$WORK/inspect.q"
+check "inspect names the matrices' type" grep -q "weight matrices: f16 100%" "$WORK/inspect.q"
 check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
 # a Q8_0 GGUF kept as it is, then converted to 8da8w: quantize says nothing was rounded again
 "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype q8_0 --seed 3 -o "$WORK/q8.gguf"
@@ -180,6 +181,8 @@ for t in q4_k:8da4w:4w:4w q5_1:8da8w:8w:8w; do
   done
   "$ETCH" inspect "$WORK/$q-$scheme.etch" --no-verify-data >"$WORK/$q-$scheme.inspect"
   check "$q to $scheme keeps the mins" grep -q "blk.0.ffn_up.weight.min .* \[512, 8\]" "$WORK/$q-$scheme.inspect"
+  check "inspect names the kept matrices' types ($q)" grep -q "weight matrices: q[48] [0-9]*%" "$WORK/$q.inspect"
+  check "inspect names the converted matrices' types ($scheme)" grep -q "weight matrices: i[48] [0-9]*%" "$WORK/$q-$scheme.inspect"
   check "$q to $scheme says so" grep -q "converted as they were, nothing rounded again; 0 rounded" "$WORK/$q-$scheme.log"
   a=$(kl "$WORK/$q-$scheme.eval") b=$(kl "$WORK/$q-f32-$scheme.eval")
   check "$q to $scheme as it is (KL $a) is closer than rounded again ($b)" awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && b != "" && a < b) }'
@@ -233,7 +236,7 @@ check "Ctrl-C: the JSON is whole, stop_reason interrupted" test "$("$JSONQ" "$WO
 check "Ctrl-C: what was generated is there" test "$("$JSONQ" "$WORK/int.json" stats.generated_tokens)" -gt 0
 check "Ctrl-C: the stats are printed" grep -q "PyTorchObserver" "$WORK/int.err"
 check "Ctrl-C: says interrupted" grep -q "interrupted" "$WORK/int.err"
-"$ETCH" bench "$WORK/slow.etch" -p 8,1024 -n 4 -t 1 -r 1 --no-roofline -o json >"$WORK/bint.json" 2>"$WORK/bint.err" &
+"$ETCH" bench "$WORK/slow.etch" -p 8,4000 -n 4 -t 1 -r 1 --no-roofline -o json >"$WORK/bint.json" 2>"$WORK/bint.err" &
 pid=$!; sleep 2; kill -INT $pid; wait $pid; rc=$?
 check "bench Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
 check "bench Ctrl-C: the cases measured, as a whole JSON array" test "$("$JSONQ" "$WORK/bint.json" 0.n_prompt)" = 8

@@ -292,3 +292,34 @@ int cli_sampling_option(int argc, char **argv, int *i, etch_generate_config *cfg
     }
     return 1;
 }
+
+void cli_weight_types(const etch_program *p, char *buf, size_t cap) {
+    const char *names[8] = {0};
+    double bytes[8] = {0}, total = 0;
+    int n = 0;
+    etch_program_info info;
+    etch_program_info_get(p, &info);
+    for (int32_t i = 0; i < info.n_tensors; i++) {
+        etch_tensor_info t;
+        size_t len;
+        if (etch_program_tensor(p, i, &t) != ETCH_OK || t.ndim != 2 || (len = strlen(t.name)) < 7 ||
+            strcmp(t.name + len - 7, ".weight"))
+            continue; /* matrices only: NAME.weight, not NAME.scale, .min, .act or a norm */
+        int j = 0;
+        while (j < n && strcmp(names[j], t.dtype)) j++;
+        if (j == n && n < 8) names[n++] = t.dtype;
+        if (j < n) bytes[j] += (double)t.nbytes, total += (double)t.nbytes;
+    }
+    size_t at = 0;
+    buf[0] = 0;
+    for (int k = 0; k < n; k++) { /* largest first */
+        int best = -1;
+        for (int j = 0; j < n; j++)
+            if (bytes[j] >= 0 && (best < 0 || bytes[j] > bytes[best])) best = j;
+        int w = snprintf(buf + at, cap - at, "%s%s %.0f%%", k ? ", " : "", names[best],
+                         100.0 * bytes[best] / (total > 0 ? total : 1));
+        if (w < 0 || (size_t)w >= cap - at) break;
+        at += (size_t)w;
+        bytes[best] = -1;
+    }
+}

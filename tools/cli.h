@@ -42,6 +42,10 @@ void cli_progress(void *user, const char *what, int64_t done, int64_t total);
 char *cli_slurp(const char *path, size_t *len);
 
 /* A JSON string of s[n] (NUL bytes included) and a JSON array of ids. */
+/* What the program's weight matrices are stored as, largest share first: "q4 71%, q8 29%" (by bytes,
+ * scales and mins apart; meta's dtype names only the float type of the other tensors). */
+void cli_weight_types(const etch_program *p, char *buf, size_t cap);
+
 void cli_json_string(FILE *f, const char *s, size_t n);
 void cli_json_ids(FILE *f, const int32_t *ids, int32_t n);
 /* Decodes the JSON string at *p (after its opening quote) into out (room for end - *p bytes), NULs

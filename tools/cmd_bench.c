@@ -270,8 +270,10 @@ int cmd_bench(int argc, char **argv) {
     double *pf = calloc((size_t)reps, sizeof(double)), *dc = calloc((size_t)reps, sizeof(double));
     double *tb = calloc((size_t)reps, sizeof(double)), *ts = calloc((size_t)reps, sizeof(double));
     if (format == OUT_MD) {
-        printf("program %s: %s, %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n", path,
-               m->model_type, m->dtype, m->n_layers, m->dim, m->vocab_size, m->max_seq_len, load_cold, load_warm);
+        char types[128];
+        cli_weight_types(p, types, sizeof types);
+        printf("program %s: %s, weights %s, %d layers, dim %d, vocab %d, max_seq_len %d; load %.1f ms cold, %.1f ms warm\n",
+               path, m->model_type, types, m->n_layers, m->dim, m->vocab_size, m->max_seq_len, load_cold, load_warm);
         printf("KV cache per session: %.2f MiB, %s", kv_scale * m->kv_cache_bytes / 1048576.0, kv_type);
         if (m->sliding_window)
             printf(" (window %d in %d of %d layers; %.2f MiB with a full cache in every layer)", m->sliding_window,

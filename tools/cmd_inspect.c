@@ -77,6 +77,9 @@ int cmd_inspect(int argc, char **argv) {
     printf("    get_n_kv_heads        %d\n", m->n_kv_heads);
     printf("    get_head_dim          %d\n", m->head_dim);
     printf("    get_dtype             %s\n", m->dtype);
+    char types[128];
+    cli_weight_types(p, types, sizeof types);
+    printf("  weight matrices: %s (by bytes; get_dtype is the float type of the other tensors)\n", types);
     printf("  architecture: %s, dim %d, hidden_dim %d, n_heads %d, norm_eps %g, rope_base %g, rope %s, "
            "tied embeddings %s, tokenizer %s\n",
            m->arch, m->dim, m->hidden_dim, m->n_heads, (double)m->norm_eps, (double)m->rope_base, m->rope_style,
