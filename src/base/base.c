@@ -173,6 +173,7 @@ etch_status base_map_open(const char *path, base_map *m, etch_error *err) {
         }
         m->data = p;
         m->size = (uint64_t)st.st_size;
+        base_advise_huge(p, (size_t)st.st_size); /* decode reads every weight once per token */
     }
     close(fd);
     return ETCH_OK;

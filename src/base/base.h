@@ -39,7 +39,9 @@ double base_now_us(void);
 
 /* Asks the kernel for 2 MiB pages over the whole 2 MiB blocks of [p, p + bytes) (Linux's
  * MADV_HUGEPAGE; a no-op elsewhere, or when refused): for large buffers read with strides, where
- * 4 KiB pages cost a TLB miss every row or two. Call it before the pages are first touched. */
+ * 4 KiB pages cost a TLB miss every row or two, and for mapped programs, whose weights decode
+ * streams whole every token (where the filesystem keeps large folios, the file's pages are then
+ * mapped 2 MiB at a time). Call it before the pages are first touched. */
 void base_advise_huge(void *p, size_t bytes);
 
 /* A read-only mapping of a whole file. */
