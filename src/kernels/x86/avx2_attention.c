@@ -217,8 +217,11 @@ static INLINE void att_block(int kt, int Q, const float *const *q, float *const 
         float *sr = sc + r * sc_stride;
         kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
         for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
-            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
-        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f; /* keys its neighbours in the block see, it does not */
+            for (int u = 0; u < runs[g].count; u++)
+                if (runs[g].off + u >= lo[r] && runs[g].off + u <= hi[r]) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
+        /* keys its neighbours in the micro-kernel see and it does not (their scores may never have been
+         * written): weight 0 */
+        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
         for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
         memset(out[r], 0, (size_t)hd * sizeof(float));
     }
