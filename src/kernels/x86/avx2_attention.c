@@ -1,6 +1,5 @@
 /* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
- * KERN_ATT_BLOCK queries that share a KV head read its K and V rows a tile at a time, four queries per
- * micro-kernel. avx512_attention.c compiles this file again with ATT_ZMM: the same loops on 16 lanes.
+ * four queries that share a KV head read each K and V row once. avx512_attention.c compiles this file again with ATT_ZMM: the same loops on 16 lanes.
  * Each variant sums a score over its lanes and then across them, so it agrees with kern_attention_ref
  * to rounding; within a variant, a query's result depends only on its own keys (batched and one-token
  * prefill agree exactly). An f16 or Q8 cache is widened in registers as it is read (kv_load), each
@@ -88,10 +87,6 @@ typedef struct att_run {
     size_t row; /* cache row of the first key */
 } att_run;
 
-/* Keys per tile: a tile's K (then V) rows stay in L1 while every query of the block reads them (16 KiB
- * of f16 at head size 128), rather than each four queries reading the whole span from L2 or L3. */
-#define ATT_TILE 64
-
 /* Scores of R queries (1..4) against count consecutive cached keys from element k0 of kbase (a Q8
  * cache's key scales from ksr): query r's score of key t goes to s0[r * sc_stride + t]. CHAINS FMA
  * chains (KS keys at a time), each key's vector loaded once for the R queries and each query's once
@@ -138,7 +133,7 @@ static INLINE void qk_keys(int kt, int R, const float *const *q, const void *kba
 
 /* out[r] += w[r * sc_stride + u] times value row u, for count consecutive rows from element v0 of
  * vbase, u in order: each output lane is one FMA chain over the keys, carried in out from one call to
- * the next, so a tiling of the keys gives the sums of one pass over them. */
+ * the next (a ring's second run continues the first's sums). */
 static INLINE void av_keys(int kt, int R, const float *w, size_t sc_stride, const void *vbase, size_t v0, int count, int hd,
                            float *const *out) {
     const size_t stride = (size_t)hd;
@@ -170,62 +165,31 @@ static INLINE void av_keys(int kt, int R, const float *w, size_t sc_stride, cons
         }
 }
 
-/* One pass of a block over its keys, tile by tile (ATT_TILE keys of a run at a time), each tile
- * serving the block's queries four at a time; queries s .. s+R-1 read only the keys lo_s .. hi_s that
- * one of them sees. pass 0: scores; pass 1: weights times values into out. */
-static INLINE void att_pass(int kt, int pass, int Q, const float *const *q, float *const *out, const int *lo, const int *hi,
-                            const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks, int hd,
-                            float div, float *sc, size_t sc_stride) {
-    for (int g = 0; g < n_runs; g++)
-        for (int t0 = 0; t0 < runs[g].count; t0 += ATT_TILE) {
-            int a = runs[g].off + t0, b = a + (runs[g].count - t0 < ATT_TILE ? runs[g].count - t0 : ATT_TILE); /* scores a..b-1 */
-            for (int s = 0; s < Q; s += 4) {
-                int R = Q - s < 4 ? Q - s : 4, lo_s = lo[s], hi_s = hi[s];
-                for (int r = 1; r < R; r++) lo_s = lo[s + r] < lo_s ? lo[s + r] : lo_s, hi_s = hi[s + r] > hi_s ? hi[s + r] : hi_s;
-                int u0 = a > lo_s ? a : lo_s, u1 = b < hi_s + 1 ? b : hi_s + 1; /* this tile's keys these queries see */
-                if (u0 >= u1) continue;
-                size_t row = runs[g].row + (size_t)(u0 - runs[g].off), e0 = row * (size_t)hd;
-                float *w = sc + (size_t)s * sc_stride + u0;
-#define ATT_R(RR)                                                                                                     \
-    if (pass == 0) qk_keys(kt, RR, q + s, kbase, e0, kt == KERN_KV_Q8 ? ks + row : NULL, u1 - u0, hd, div, w, sc_stride); \
-    else av_keys(kt, RR, w, sc_stride, vbase, e0, u1 - u0, hd, out + s)
-                switch (R) { /* the query count known to the compiler */
-                case 4: ATT_R(4); break;
-                case 3: ATT_R(3); break;
-                case 2: ATT_R(2); break;
-                default: ATT_R(1); break;
-                }
-#undef ATT_R
-            }
-        }
-}
-
-/* Q queries (up to KERN_ATT_BLOCK) that read the same KV head, whether rows of the chunk or heads of a
- * grouped-query group: the scores of all of them, tile by tile, then each one's softmax, then the
- * values, tile by tile. Query i sees the keys at score indices lo[i] .. hi[i] of the block's span (in
- * one or two runs of cache rows: two when it wraps around a ring); its softmax covers exactly those,
- * and it reads no others, so its result does not depend on the block it shares. The cache is of type
- * kt, one KV head's rows (kbase, vbase: its row 0, rows hd values apart); a Q8 cache's scales are
- * ks[row], vs[row]. */
-static INLINE void att_block(int kt, int Q, const float *const *q, float *const *out, const int *lo, const int *hi,
+/* R queries (1..4) that read the same KV head, whether rows of the chunk or heads of a grouped-query
+ * group: each K and V row loaded once serves all of them. Query i sees the keys at score indices
+ * lo[i] .. hi[i] of the block's span (one or two runs of cache rows: two when it wraps around a ring);
+ * its softmax covers exactly those, and the other keys get weight 0, which leaves its sums unchanged:
+ * a query's result does not depend on the block it shares. The cache is of type kt, one KV head's rows
+ * (kbase, vbase: its row 0, rows hd values apart); a Q8 cache's scales are ks[row], vs[row]. */
+static INLINE void att_block(int kt, int R, const float *const *q, float *const *out, const int *lo, const int *hi,
                              const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
                              const float *vs, int hd, float div, float *sc, size_t sc_stride) {
     int span = 0;
-    for (int r = 0; r < Q; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
-    att_pass(kt, 0, Q, q, out, lo, hi, runs, n_runs, kbase, vbase, ks, hd, div, sc, sc_stride);
-    for (int r = 0; r < Q; r++) {
+    for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
+    for (int g = 0; g < n_runs; g++)
+        qk_keys(kt, R, q, kbase, runs[g].row * (size_t)hd, kt == KERN_KV_Q8 ? ks + runs[g].row : NULL, runs[g].count, hd,
+                div, sc + runs[g].off, sc_stride);
+    for (int r = 0; r < R; r++) {
         float *sr = sc + r * sc_stride;
         kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
-        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
-            for (int u = 0; u < runs[g].count; u++)
-                if (runs[g].off + u >= lo[r] && runs[g].off + u <= hi[r]) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
-        /* keys its neighbours in the micro-kernel see and it does not (their scores may never have been
-         * written): weight 0 */
         for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
         for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
+        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
+            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
         memset(out[r], 0, (size_t)hd * sizeof(float));
     }
-    att_pass(kt, 1, Q, q, out, lo, hi, runs, n_runs, kbase, vbase, ks, hd, div, sc, sc_stride);
+    for (int g = 0; g < n_runs; g++) /* the second run continues the first's sums in out */
+        av_keys(kt, R, sc + runs[g].off, sc_stride, vbase, runs[g].row * (size_t)hd, runs[g].count, hd, out);
 }
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
@@ -233,15 +197,15 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
     int hd = as->head_dim, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
     size_t esize = kern_kv_size(kt), head = (size_t)C * hd; /* a head's rows are contiguous (kernels.h) */
     size_t row = (size_t)as->n_heads * hd;
-    /* Score rows: a block's span is at most the context, or the window plus the rows its queries cover
-     * beyond the first (fewer than KERN_ATT_BLOCK). */
+    /* Score rows: a block's span is at most the context, or the window plus the rows a block's queries
+     * can cover beyond the first. */
     size_t sc_stride = (size_t)(start_pos + n);
     if (as->window > 0 && (size_t)as->window + KERN_ATT_BLOCK - 1 < sc_stride) sc_stride = (size_t)as->window + KERN_ATT_BLOCK - 1;
     for (int g = g_begin; g < g_end; g++) {
         const void *kbase = (const char *)kv->k + g * head * esize, *vbase = (const char *)kv->v + g * head * esize;
         const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + (size_t)g * C : NULL;
         const float *vs = kt == KERN_KV_Q8 ? kv->v_scale + (size_t)g * C : NULL;
-        /* The queries of this KV head, row by row and head by head, in blocks of up to KERN_ATT_BLOCK. */
+        /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
         int total = n * group;
         for (int b = 0; b < total; b += KERN_ATT_BLOCK) {
             int Q = total - b < KERN_ATT_BLOCK ? total - b : KERN_ATT_BLOCK, lo[KERN_ATT_BLOCK], hi[KERN_ATT_BLOCK];
@@ -265,7 +229,14 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
                 runs[1] = (att_run){C - slot, count - (C - slot), 0};
                 n_runs = 2;
             }
-            att_block(kt, Q, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride);
+#define ATT_R(R) att_block(kt, R, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride)
+            switch (Q) { /* the block size known to the compiler */
+            case 4: ATT_R(4); break;
+            case 3: ATT_R(3); break;
+            case 2: ATT_R(2); break;
+            default: ATT_R(1); break;
+            }
+#undef ATT_R
         }
     }
 }
