@@ -54,7 +54,7 @@ static int top_k_select(const float *probs, int n, int k, rt_cand *c) {
     return m;
 }
 
-int32_t etch_argmax(const float *logits, int32_t n) { return n < 1 ? 0 : kern_argmax(logits, n); }
+int32_t etch_argmax(const float *logits, int32_t n) { return kern_argmax(logits, n); }
 
 int32_t rt_sample(etch_session *s, const etch_generate_config *cfg, float *logits) {
     int n = s->prog->meta.vocab_size;
