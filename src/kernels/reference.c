@@ -20,9 +20,9 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                 float sum = 0.0f, xs = 0.0f; /* xs: the group's sum of x, in order (Q4 and mins) */
                 if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 (0 with mins) times the sum of
                                            * x. A high nibble (rows 8..15 of a panel) as 16 times it, the sum
-                                           * times 1/16; a low one as its whole byte (its nibble + 16 times row
-                                           * o + 8's), the high nibble's sum taken off: the AVX2 kernels' order
-                                           * (q4_step) */
+                                           * times 1/16 in the FMA that takes the offset off; a low one as
+                                           * its whole byte (its nibble + 16 times row o + 8's), the high
+                                           * nibble's sum taken off: the AVX2 kernels' order (q4_step) */
                     float sh = 0.0f;
                     int high = o % KERN_PANEL >= 8;
                     for (int kk = b; kk < e; kk++) {
@@ -31,7 +31,8 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                         if (!high) sh = fmaf(xr[kk], h16, sh);
                         xs += xr[kk];
                     }
-                    sum = fmaf(-kern_q4_offset(w), xs, high ? sum * 0.0625f : sum - sh);
+                    float off = -kern_q4_offset(w) * xs; /* exact: -8 or -0 times xs */
+                    sum = high ? fmaf(sum, 0.0625f, off) : sum - sh + off;
                 } else {
                     for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
                     for (int kk = b; w->mins && kk < e; kk++) xs += xr[kk];

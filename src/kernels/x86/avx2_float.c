@@ -99,16 +99,14 @@ static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     *w1 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF0)));
 }
 
-/* Q4's correction of a group's sums: sum - off * xs, xs the group's sum of x (q4_xsum), off 8 (0 with
- * mins: the nibble is the value). */
-static INLINE __m256 q4_fix(__m256 sum, float xs, float off) {
-    return _mm256_fmadd_ps(_mm256_set1_ps(-off), _mm256_set1_ps(xs), sum);
-}
-/* A group's sums of x times the whole bytes (rows 0..7, *lo) and times 16 high nibbles (rows 8..15,
- * *hi) into each row's sum of x times its value: low = bytes - high, high / 16, each less off * xs. */
+/* Q4's correction of a group's sums of x times the whole bytes (rows 0..7, *lo) and times 16 high
+ * nibbles (rows 8..15, *hi) into each row's sum of x times its value, less off (8, or 0 with mins:
+ * the nibble is the value) times xs, the group's sum of x (q4_xsum): low = bytes - high - off * xs,
+ * high = high / 16 - off * xs in one FMA (off * xs is exact). */
 static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs, float off) {
-    *lo = q4_fix(_mm256_sub_ps(*lo, *hi), xs, off);
-    *hi = q4_fix(_mm256_mul_ps(*hi, _mm256_set1_ps(0.0625f)), xs, off);
+    __m256 c = _mm256_set1_ps(-off * xs);
+    *lo = _mm256_add_ps(_mm256_sub_ps(*lo, *hi), c);
+    *hi = _mm256_fmadd_ps(*hi, _mm256_set1_ps(0.0625f), c);
 }
 /* y + the group's mins times its sum of x, for a matrix with mins (after the scale's FMA). */
 static INLINE void q_add_mins(const qmat *m, int panel, int g, float xs, __m256 *y0, __m256 *y1) {

@@ -80,12 +80,13 @@ DEFINE_MATMUL(f16)
 DEFINE_MATMUL(bf16)
 
 /* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 0..7 summed x
- * times whole bytes, less rows 8..15's sums (16 times their nibble), which are scaled back by 1/16;
- * then each less off (8, or 0 with mins) times the group's sum of x. */
+ * times whole bytes, less rows 8..15's sums (16 times their nibble), then one FMA: rows 0..7 times
+ * 1, rows 8..15 times 1/16, each less off (8, or 0 with mins) times the group's sum of x. */
 static INLINE __m512 q4_fix16(__m512 p, float xs, float off) {
     __m512 swapped = _mm512_shuffle_f32x4(p, p, _MM_SHUFFLE(1, 0, 3, 2)); /* rows 8..15's sums under rows 0..7's */
-    __m512 t = _mm512_mask_mul_ps(_mm512_sub_ps(p, swapped), (__mmask16)0xFF00, p, _mm512_set1_ps(0.0625f));
-    return _mm512_fmadd_ps(_mm512_set1_ps(-off), _mm512_set1_ps(xs), t);
+    __m512 t = _mm512_mask_sub_ps(p, (__mmask16)0x00FF, p, swapped);
+    __m512 times = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(1.0f), _mm512_set1_ps(0.0625f));
+    return _mm512_fmadd_ps(t, times, _mm512_set1_ps(-off * xs));
 }
 
 /* R rows (1..6) x P panels (1..2) over whole groups g0 .. g1-1 widened in blk: a row's group sums and
