@@ -245,7 +245,13 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                 for (int g0 = 0; g0 < n_groups; g0 += per) {
                     int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
                     int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
-                    for (int i = 0; i < np; i++) widen_steps(type, &m, panel + i, kb, len, blk + (size_t)i * Q_BLOCK * KERN_PANEL);
+                    for (int i = 0; i < np; i++) {
+                        widen_steps(type, &m, panel + i, kb, len, blk + (size_t)i * Q_BLOCK * KERN_PANEL);
+                        /* the panel's next block (or the next panel's first) streams in while the tiles
+                         * run: the hardware prefetcher stops while nothing reads the weights */
+                        const char *next = (const char *)m.q + ((size_t)(panel + i) * k + (size_t)(kb + len)) * m.step_bytes;
+                        for (size_t off = 0; off < (size_t)len * m.step_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
+                    }
                     if (tiles) {
                         tiles(type, yc + p0, ldy, xc, k, blk, kb, &m, panel, g0, g1, cn, cols, n_groups <= Q_XSUM ? xsum : NULL);
                         continue;
