@@ -670,6 +670,7 @@ int main(void) {
         if (strstr(narrow, "vnni")) test_matmul_int(narrow, 1);
         test_attention(); /* the 256-bit attention */
         test_kv_store(narrow);
+        test_exp_ops(narrow); /* the 8-lane softmax, SwiGLU and GeGLU */
     }
     kern_limit(KERN_PORTABLE);
     test_matmul("portable", 0);

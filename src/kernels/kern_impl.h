@@ -125,6 +125,10 @@ double kern_avx512_fma_peak(double seconds);
 /* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
 void kern_avx512_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                            float *scores, int g_begin, int g_end);
+/* x86/avx512_ops.c: avx2_ops.c's softmax, SwiGLU and GeGLU on 16 lanes. */
+void kern_avx512_softmax(float *x, int n);
+void kern_avx512_swiglu(float *h, const float *g, size_t n);
+void kern_avx512_geglu(float *h, const float *g, size_t n);
 /* x86/avx2_peak.c: the machine's FMA peak and read bandwidth with 256-bit vectors. */
 double kern_avx2_fma_peak(double seconds);
 double kern_avx2_read_bandwidth(const float *buf, size_t n);
