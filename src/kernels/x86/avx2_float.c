@@ -247,8 +247,10 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                     int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
                     for (int i = 0; i < np; i++) {
                         widen_steps(type, &m, panel + i, kb, len, blk + (size_t)i * Q_BLOCK * KERN_PANEL);
-                        /* the panel's next block (or the next panel's first) streams in while the tiles
-                         * run: the hardware prefetcher stops while nothing reads the weights */
+                        /* the panel's next block (or the next panel's first, within this call's range)
+                         * streams in while the tiles run: the hardware prefetcher stops while nothing
+                         * reads the weights */
+                        if (kb + len == k && panel + i + 1 >= (oe + KERN_PANEL - 1) / KERN_PANEL) continue;
                         const char *next = (const char *)m.q + ((size_t)(panel + i) * k + (size_t)(kb + len)) * m.step_bytes;
                         for (size_t off = 0; off < (size_t)len * m.step_bytes; off += 64) _mm_prefetch(next + off, _MM_HINT_T1);
                     }
