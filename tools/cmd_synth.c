@@ -21,7 +21,7 @@ static const char synth_help[] =
     "                     override the preset's shapes\n"
     "  --seed S           default 1\n"
     "  --std X            weight standard deviation (default 0.02)\n"
-    "  --dtype T          f32 (default), f16, bf16; GGUF also q8_0, q4_0, q4_1, q5_1, q4_k, q5_k\n"
+    "  --dtype T          f32 (default), f16, bf16; GGUF also q8_0, q4_0, q4_1, q5_1, q4_k, q5_k, iq4_nl, iq4_xs\n"
     "  --sliding-window N gemma3: the window of its local layers (default 512; every sixth layer is global)\n"
     "  -h, --help         this text\n";
 

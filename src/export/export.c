@@ -49,10 +49,11 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
 }
 
 /* A GGUF matrix whose weights are integers times a scale per group, plus a min for some (imp_int_group:
- * Q8_0, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K) repacked into etch's panels without rounding a value,
- * a scale or a min: the 4-bit types into Q4, the others into Q8 (Q5's and Q6_K's integers fit int8),
- * groups as the source has them. Scales and mins are f16 bits where the source stores them so
- * (*f32_scales 0), else f32 (the K-quants: d times the sub-block's scale, exact in f32). A type with
+ * Q8_0, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, IQ4_NL, IQ4_XS) repacked into etch's panels without
+ * rounding a value, a scale or a min: the linear 4-bit types into Q4, the others into Q8 (Q5's and Q6_K's
+ * integers fit int8, and so do the entries of IQ4's table), groups as the source has them. Scales and
+ * mins are f16 bits where the source stores them so (*f32_scales 0), else f32 (the K-quants and IQ4_XS:
+ * d times the sub-block's scale, exact in f32). A type with
  * mins keeps its unsigned integers (Q4: the nibble is q, kern_mat.mins). *q, *scales and *mins (NULL
  * without mins) are malloc'ed. */
 static int gguf_4bit(int src_type) { return src_type == IMP_Q4_0 || src_type == IMP_Q4_1 || src_type == IMP_Q4_K; }
@@ -62,7 +63,7 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, voi
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), group = imp_int_group(t->src_type);
     int n_groups = k / group, src = t->src_type, has_min = imp_int_has_min(src);
     int q4 = gguf_4bit(src);
-    *f32_scales = src == IMP_Q6_K || src == IMP_Q4_K || src == IMP_Q5_K;
+    *f32_scales = src == IMP_Q6_K || src == IMP_Q4_K || src == IMP_Q5_K || src == IMP_IQ4_XS;
     size_t ssize = *f32_scales ? 4 : 2;
     *q = base_calloc(q4 ? (size_t)rows * k / 2 : (size_t)rows * k, 1);
     *scales = base_calloc((size_t)rows * n_groups, ssize);

@@ -79,7 +79,8 @@ uint32_t gguf_block_size(uint32_t type, uint32_t *bytes) {
     static const struct { uint32_t type, n, bytes; } blocks[] = {
         {GGUF_F32, 1, 4},      {GGUF_F16, 1, 2},      {GGUF_BF16, 1, 2},     {GGUF_Q8_0, 32, 34},
         {GGUF_Q4_0, 32, 18},   {GGUF_Q4_1, 32, 20},   {GGUF_Q5_0, 32, 22},   {GGUF_Q5_1, 32, 24},
-        {GGUF_Q4_K, 256, 144}, {GGUF_Q5_K, 256, 176}, {GGUF_Q6_K, 256, 210},
+        {GGUF_Q4_K, 256, 144}, {GGUF_Q5_K, 256, 176}, {GGUF_Q6_K, 256, 210}, {GGUF_IQ4_NL, 32, 18},
+        {GGUF_IQ4_XS, 256, 136},
     };
     for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)
         if (blocks[i].type == type) return *bytes = blocks[i].bytes, blocks[i].n;
@@ -107,6 +108,14 @@ static const char *g_type_name(uint32_t t) {
     case 12: return "Q4_K";
     case 13: return "Q5_K";
     case 14: return "Q6_K";
+    case 16: return "IQ2_XXS";
+    case 17: return "IQ2_XS";
+    case 18: return "IQ3_XXS";
+    case 19: return "IQ1_S";
+    case 20: return "IQ4_NL";
+    case 21: return "IQ3_S";
+    case 22: return "IQ2_S";
+    case 23: return "IQ4_XS";
     }
     return "an unknown type";
 }
@@ -566,14 +575,15 @@ etch_status imp_gguf(const char *path, imp_model *m, int tokenizer_only, etch_er
         }
         if (!t->data) {
             st = base_fail(err, ETCH_ERR_UNSUPPORTED,
-                           "%s: tensor '%s' is of type %s (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K "
-                           "supported)", path, name, g_type_name(t->type));
+                           "%s: tensor '%s' is of type %s (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, "
+                           "IQ4_NL, IQ4_XS supported)", path, name, g_type_name(t->type));
             break;
         }
         int type = t->type == GGUF_F32 ? IMP_F32 : t->type == GGUF_F16 ? IMP_F16 : t->type == GGUF_BF16 ? IMP_BF16
                  : t->type == GGUF_Q8_0 ? IMP_Q8_0 : t->type == GGUF_Q4_0 ? IMP_Q4_0 : t->type == GGUF_Q4_1 ? IMP_Q4_1
                  : t->type == GGUF_Q5_0 ? IMP_Q5_0 : t->type == GGUF_Q5_1 ? IMP_Q5_1 : t->type == GGUF_Q4_K ? IMP_Q4_K
-                 : t->type == GGUF_Q5_K ? IMP_Q5_K : IMP_Q6_K;
+                 : t->type == GGUF_Q5_K ? IMP_Q5_K : t->type == GGUF_Q6_K ? IMP_Q6_K
+                 : t->type == GGUF_IQ4_NL ? IMP_IQ4_NL : IMP_IQ4_XS;
         if (type == IMP_F32 && (uintptr_t)t->data % 4) {
             st = base_fail(err, ETCH_ERR_FORMAT, "%s: tensor '%s' is misaligned", path, name);
             break;

@@ -9,7 +9,7 @@
 enum { GGUF_T_U8 = 0, GGUF_T_I8, GGUF_T_U16, GGUF_T_I16, GGUF_T_U32, GGUF_T_I32, GGUF_T_F32, GGUF_T_BOOL, GGUF_T_STR,
        GGUF_T_ARR, GGUF_T_U64, GGUF_T_I64, GGUF_T_F64 };
 enum { GGUF_F32 = 0, GGUF_F16 = 1, GGUF_Q4_0 = 2, GGUF_Q4_1 = 3, GGUF_Q5_0 = 6, GGUF_Q5_1 = 7, GGUF_Q8_0 = 8,
-       GGUF_Q4_K = 12, GGUF_Q5_K = 13, GGUF_Q6_K = 14, GGUF_BF16 = 30 };
+       GGUF_Q4_K = 12, GGUF_Q5_K = 13, GGUF_Q6_K = 14, GGUF_IQ4_NL = 20, GGUF_IQ4_XS = 23, GGUF_BF16 = 30 };
 /* A tensor type's block: elements per block (1 for F32, F16, BF16) and *bytes per block; 0 for a
  * type etch does not read. */
 uint32_t gguf_block_size(uint32_t type, uint32_t *bytes);

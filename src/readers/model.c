@@ -78,17 +78,23 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
  * the nibbles. 256-element super-blocks: Q4_K f16 d, f16 dmin, 12 bytes of 6-bit sub-block scales
  * and mins, 128 bytes of nibbles, (d * scale) * q - dmin * min per 32 (Q5_K the same with 32 bytes of
  * high bits before the nibbles); Q6_K 128 bytes of low nibbles, 64 of high bit pairs, 16 int8 scales,
- * f16 d, d * scale * (q - 32) per 16. */
+ * f16 d, d * scale * (q - 32) per 16. The non-linear 4-bit types look each nibble up in GGML's table
+ * kvalues_iq4nl: IQ4_NL f16 d and the nibbles as Q4_0's, d * table[q]; IQ4_XS per 256 an f16 d, the
+ * high 2 bits of eight 6-bit sub-block scales (u16), their low 4 bits (4 bytes), 128 bytes of nibbles,
+ * d * (scale - 32) * table[q] per 32. */
+static const int8_t iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
     const uint8_t *p = t->data;
     w->min = 0.0f, w->min_f16 = -1;
     int j = (int)(i % 32), lo = j < 16;
     switch (t->src_type) {
-    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: {
-        static const int bytes[] = {[IMP_Q8_0] = 34, [IMP_Q4_0] = 18, [IMP_Q4_1] = 20};
+    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: case IMP_IQ4_NL: {
+        static const int bytes[] = {[IMP_Q8_0] = 34, [IMP_Q4_0] = 18, [IMP_Q4_1] = 20, [IMP_IQ4_NL] = 18};
         const uint8_t *b = p + (i / 32) * (size_t)bytes[t->src_type], *qs = b + (t->src_type == IMP_Q4_1 ? 4 : 2);
         w->q = t->src_type == IMP_Q8_0 ? (int8_t)qs[j] : lo ? qs[j] & 0x0F : qs[j - 16] >> 4;
         if (t->src_type == IMP_Q4_0) w->q -= 8;
+        if (t->src_type == IMP_IQ4_NL) w->q = iq4nl_table[w->q];
         if (t->src_type == IMP_Q4_1) w->min_f16 = half_bits(b + 2);
         w->scale_f16 = half_bits(b);
         break;
@@ -117,6 +123,14 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
         w->scale = kern_f16_to_f32((uint16_t)half_bits(b + 208)) * (float)sc[is + 2 * quarter];
         return;
     }
+    case IMP_IQ4_XS: { /* f16 d, u16 scales_h, scales_l[4], qs[128] */
+        int e = (int)(i % 256), sb = e / 32;
+        const uint8_t *b = p + (i / 256) * 136, *qs = b + 8 + 16 * sb;
+        int ls = ((b[4 + sb / 2] >> 4 * (sb % 2)) & 0xF) | ((half_bits(b + 2) >> 2 * sb) & 3) << 4;
+        w->q = iq4nl_table[lo ? qs[j] & 0x0F : qs[j - 16] >> 4], w->scale_f16 = -1;
+        w->scale = kern_f16_to_f32((uint16_t)half_bits(b)) * (float)(ls - 32);
+        return;
+    }
     default: { /* Q4_K, Q5_K */
         int e = (int)(i % 256), k4 = t->src_type == IMP_Q4_K;
         const uint8_t *b = p + (i / 256) * (k4 ? 144 : 176), *qh = b + 16, *qs = b + (k4 ? 16 : 48);
@@ -137,7 +151,8 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
 
 int imp_int_group(int src_type) {
     switch (src_type) {
-    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: case IMP_Q5_0: case IMP_Q5_1: case IMP_Q4_K: case IMP_Q5_K: return 32;
+    case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: case IMP_Q5_0: case IMP_Q5_1: case IMP_Q4_K: case IMP_Q5_K:
+    case IMP_IQ4_NL: case IMP_IQ4_XS: return 32;
     case IMP_Q6_K: return 16;
     }
     return 0;

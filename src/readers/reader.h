@@ -9,7 +9,7 @@
 
 /* Source element types of a tensor. */
 enum { IMP_F32 = 0, IMP_F16 = 1, IMP_BF16 = 2, IMP_Q8_0 = 3, IMP_Q4_0 = 4, IMP_Q4_1 = 5, IMP_Q5_0 = 6, IMP_Q5_1 = 7,
-       IMP_Q4_K = 8, IMP_Q5_K = 9, IMP_Q6_K = 10 };
+       IMP_Q4_K = 8, IMP_Q5_K = 9, IMP_Q6_K = 10, IMP_IQ4_NL = 11, IMP_IQ4_XS = 12 };
 
 typedef struct imp_tensor {
     char name[96];       /* the program's name (GGUF style: blk.N.attn_q.weight) */
@@ -81,8 +81,8 @@ float imp_tensor_at(const imp_tensor *t, size_t i);
 int imp_int_group(int src_type);
 int imp_int_has_min(int src_type);
 typedef struct imp_qweight {
-    int q;                      /* Q8_0 -128..127, Q4_0 -8..7, Q5_0 -16..15, Q6_K -32..31; Q4_1, Q4_K 0..15;
-                                 * Q5_1, Q5_K 0..31 */
+    int q;                      /* Q8_0 -128..127, Q4_0 -8..7, Q5_0 -16..15, Q6_K -32..31, IQ4_NL and IQ4_XS
+                                 * -127..113 (the table's entry); Q4_1, Q4_K 0..15; Q5_1, Q5_K 0..31 */
     float scale, min;           /* the group's; min 0 without mins (Q4_K's: -(dmin * sub-block min)) */
     int32_t scale_f16, min_f16; /* their f16 bits where the type stores each as one f16, else -1 */
 } imp_qweight;

@@ -83,19 +83,64 @@ static void put_half(uint8_t *out, float f) {
  * Q4_0 a scale from the value of largest magnitude over -8, nibbles offset by 8; Q4_1 and Q5_1 a scale
  * (max - min) / 15 or 31 and the min. Q4_K and Q5_K take each 32-value sub-block's scale and min the
  * simple way (min of the values and 0, range / 15 or 31; GGML searches for better ones), as 6-bit
- * multiples of the super-block's d and dmin, then the values against the rounded ones. */
+ * multiples of the super-block's d and dmin, then the values against the rounded ones. IQ4_NL and
+ * IQ4_XS take each 32 values' scale from the value of largest magnitude over GGML's table's -127 (IQ4_XS:
+ * as 6-bit multiples of the super-block's d, the largest scale over -32), then each value's nearest
+ * table entry (GGML also searches the scale). */
+static const int8_t iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* The 16 bytes of an IQ4 block's nibbles: x[i] / d's nearest table entry, elements 0..15 low, 16..31 high. */
+static void iq4_nibbles(const float *x, float d, uint8_t *qs) {
+    float id = d ? 1.0f / d : 0.0f;
+    memset(qs, 0, 16);
+    for (int i = 0; i < 32; i++) {
+        int best = 0;
+        for (int v = 1; v < 16; v++)
+            if (fabsf(x[i] * id - iq4nl_table[v]) < fabsf(x[i] * id - iq4nl_table[best])) best = v;
+        qs[i % 16] |= (uint8_t)(best << (i < 16 ? 0 : 4));
+    }
+}
+
+/* The value of largest magnitude among x[0..n), with its sign. */
+static float signed_amax(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
+    return max;
+}
+
 static void quant_block(int type, const float *x, uint8_t *out) {
-    if (type == GGUF_Q8_0) {
+    if (type == GGUF_IQ4_NL) {
+        float d = kern_f16_to_f32(kern_f32_to_f16(signed_amax(x, 32) / -127.0f));
+        put_half(out, d);
+        iq4_nibbles(x, d, out + 2);
+    } else if (type == GGUF_IQ4_XS) { /* f16 d, u16 scales_h, scales_l[4], qs[128] */
+        float sc[8], max_sc = 0;
+        for (int j = 0; j < 8; j++) {
+            sc[j] = signed_amax(x + 32 * j, 32) / -127.0f;
+            if (fabsf(sc[j]) > fabsf(max_sc)) max_sc = sc[j];
+        }
+        float d = kern_f16_to_f32(kern_f32_to_f16(max_sc / -32.0f));
+        uint16_t sh = 0;
+        put_half(out, d);
+        memset(out + 4, 0, 4);
+        for (int j = 0; j < 8; j++) {
+            int l = d ? (int)lroundf(sc[j] / d) : 0;
+            l = l < -32 ? -32 : l > 31 ? 31 : l;
+            int ls = l + 32;
+            out[4 + j / 2] |= (uint8_t)((ls & 0xF) << 4 * (j % 2));
+            sh |= (uint16_t)((ls >> 4) << 2 * j);
+            iq4_nibbles(x + 32 * j, d * (float)l, out + 8 + 16 * j);
+        }
+        memcpy(out + 2, &sh, 2);
+    } else if (type == GGUF_Q8_0) {
         float amax = 0;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
         float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
         put_half(out, d);
         for (int i = 0; i < 32; i++) out[2 + i] = (uint8_t)(int8_t)roundf(x[i] * id);
     } else if (type == GGUF_Q4_0) {
-        float amax = 0, max = 0;
-        for (int i = 0; i < 32; i++)
-            if (fabsf(x[i]) > amax) amax = fabsf(x[i]), max = x[i];
-        float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+        float d = signed_amax(x, 32) / -8.0f, id = d ? 1.0f / d : 0.0f;
         put_half(out, d);
         for (int i = 0; i < 16; i++) {
             int a = (int)(x[i] * id + 8.5f), b = (int)(x[16 + i] * id + 8.5f);

@@ -486,10 +486,11 @@ etch_status etch_synth(const etch_synth_options *o, const char *out_path, etch_e
     int ktype = !strcmp(dt, "f32") ? KERN_F32 : !strcmp(dt, "f16") ? KERN_F16 : !strcmp(dt, "bf16") ? KERN_BF16 : -1;
     int gtype = !strcmp(dt, "f32") ? GGUF_F32 : !strcmp(dt, "f16") ? GGUF_F16 : !strcmp(dt, "bf16") ? GGUF_BF16
               : !strcmp(dt, "q8_0") ? GGUF_Q8_0 : !strcmp(dt, "q4_0") ? GGUF_Q4_0 : !strcmp(dt, "q4_1") ? GGUF_Q4_1
-              : !strcmp(dt, "q5_1") ? GGUF_Q5_1 : !strcmp(dt, "q4_k") ? GGUF_Q4_K : !strcmp(dt, "q5_k") ? GGUF_Q5_K : -1;
+              : !strcmp(dt, "q5_1") ? GGUF_Q5_1 : !strcmp(dt, "q4_k") ? GGUF_Q4_K : !strcmp(dt, "q5_k") ? GGUF_Q5_K
+              : !strcmp(dt, "iq4_nl") ? GGUF_IQ4_NL : !strcmp(dt, "iq4_xs") ? GGUF_IQ4_XS : -1;
     if (gtype < 0 || (hf && ktype < 0))
         return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not supported for %s (f32, f16, bf16%s)", dt, o->format,
-                         hf ? "" : ", q8_0, q4_0, q4_1, q5_1, q4_k, q5_k");
+                         hf ? "" : ", q8_0, q4_0, q4_1, q5_1, q4_k, q5_k, iq4_nl, iq4_xs");
     uint32_t block_bytes, block = gguf_block_size((uint32_t)gtype, &block_bytes);
     if (c.dim % block || c.hidden % block || (c.heads * c.head_dim) % block)
         return base_fail(err, ETCH_ERR_ARG, "%s needs every matrix's row length to be a multiple of %u", dt, block);

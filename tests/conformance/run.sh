@@ -37,7 +37,7 @@ setup)
   # Qwen3 with GGUF's block types: kept as they are, and dequantized to f32 for comparison. The
   # K-quants' super-blocks are 256 values: rows of 256 and 512 for every type.
   qshapes="--layers 3 --dim 256 --hidden-dim 512 --heads 4 --kv-heads 2 --std 0.125"
-  for q in q8_0 q4_0 q4_1 q5_1 q4_k q5_k; do
+  for q in q8_0 q4_0 q4_1 q5_1 q4_k q5_k iq4_nl iq4_xs; do
     "$ETCH" synth --arch qwen3 --tokenizer "$TOK/qwen3/tokenizer.json" --format gguf --seed 11 $qshapes --dtype $q -o "$WORK/qwen3-$q.gguf"
     "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-gguf.etch" --max-context-len 512 --kv-type f32
     "$ETCH" export --gguf "$WORK/qwen3-$q.gguf" -o "$WORK/qwen3-$q-f32.etch" --max-context-len 512 --kv-type f32 --dtype f32
@@ -80,12 +80,13 @@ P
   done
   # Quantized weights as llama.cpp runs them (its activations rounded to int8: logits within 0.3 of
   # llama.cpp's; see the README's conformance table for the tokens that agree exactly).
-  for q in q8_0 q4_0 q4_1 q5_1 q4_k q5_k; do
+  for q in q8_0 q4_0 q4_1 q5_1 q4_k q5_k iq4_nl iq4_xs; do
     js llamacpp.mjs "$WORK/qwen3-$q.gguf" "$WORK/qwen3-prompts.json" 40 64 >"$WORK/qwen3-$q-llamacpp.json"
     hf_tol=1e-4; case $q in q4_*) hf_tol=5e-4 ;; esac # Q4 sums whole bytes, then takes the high nibbles off (test_llamacpp.c)
     # llama.cpp rounds activations per 32 (Q8_0/Q8_1) for the 32-value types, per 256 (Q8_K) for the
-    # K-quants: measured, logits within 0.27 (Q8_0, Q4_0, Q4_1), 0.33 (Q5_1), 0.39 and 0.43 (Q4_K, Q5_K)
-    q_tol=0.3; case $q in q5_1) q_tol=0.4 ;; q4_k|q5_k) q_tol=0.5 ;; esac
+    # K-quants and IQ4_XS: measured, logits within 0.27 (Q8_0, Q4_0, Q4_1), 0.28 (IQ4_NL), 0.33 (Q5_1),
+    # 0.39, 0.43 and 0.48 (Q4_K, Q5_K, IQ4_XS)
+    q_tol=0.3; case $q in q5_1) q_tol=0.4 ;; q4_k|q5_k|iq4_xs) q_tol=0.5 ;; esac
     "$TEST" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" "$WORK/qwen3-prompts.json" "$WORK/qwen3-$q-llamacpp.json" 40 "$q_tol" "$hf_tol" || rc=1
     # every weight, kept and dequantized, against llama.cpp's own Python dequantization
     "$PYENV/bin/python" "$here/dequant.py" "$ETCH" "$WORK/qwen3-$q.gguf" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" || rc=1
