@@ -13,8 +13,10 @@ all: configure
 setup:
 	bash scripts/setup.sh
 
+# A configure that failed (a library missing before `make setup`) leaves CMakeCache.txt but no
+# Makefile: the generated Makefile, not the cache, says the build directory is ready.
 configure:
-	@test -f $(BUILD)/CMakeCache.txt || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+	@test -f $(BUILD)/Makefile || cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
 # Every test, under ctest. Installs what is missing first.
 test: setup

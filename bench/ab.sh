@@ -2,7 +2,7 @@
 # Two or more etch binaries (a change against its parent) and, with GGUF=, llama.cpp, on one program,
 # in rotating order: round i starts with a different one, so neither side always runs first (on a
 # shared machine the first and the last of a round measured differently). Prints each one's medians,
-# the median of its per-round prefill ratios to the first binary, and every round's prefill. Figures, not a test. From the repository root, after `make`:
+# the medians of its per-round prefill and decode ratios to the first binary, and every round's figures. Figures, not a test. From the repository root, after `make`:
 #   BINS="/tmp/etch-before build/etch" bash bench/ab.sh PROGRAM.etch
 #   (GGUF=MODEL.gguf LENGTH=128 NGEN=16 ROUNDS=8 THREADS=2; ETCH_KERNELS passes through to etch)
 set -euo pipefail
@@ -42,11 +42,14 @@ for line in open(sys.argv[1]):
 # a round's sides run within seconds of each other, so the median of the per-round ratios to the
 # first side is steadier than the ratio of the medians where the machine drifts from round to round
 first = sorted(by)[0]
-print(f"| side | prefill tok/s (median) | decode tok/s (median) | prefill / {first.split(':')[0]}'s, per round (median) | prefill by round |")
-print("|---|---|---|---|---|")
+print(f"| side | prefill tok/s (median) | decode tok/s (median) | prefill / {first.split(':')[0]}'s, per round (median) "
+      f"| decode / {first.split(':')[0]}'s, per round (median) | prefill by round | decode by round |")
+print("|---|---|---|---|---|---|---|")
 for side in sorted(by):
     v, f = by[side], by[first]
     ratio = statistics.median(p / q for (p, _), (q, _) in zip(v, f))
+    dratio = statistics.median(d / e for (_, d), (_, e) in zip(v, f))
     print(f"| {side} | {statistics.median(p for p, _ in v):.1f} | {statistics.median(d for _, d in v):.2f} | "
-          f"{ratio:.2f}x | " + ", ".join(f"{p:.0f}" for p, _ in v) + " |")
+          f"{ratio:.2f}x | {dratio:.2f}x | " + ", ".join(f"{p:.0f}" for p, _ in v) + " | "
+          + ", ".join(f"{d:.1f}" for _, d in v) + " |")
 PY
