@@ -7,9 +7,10 @@ chose). Prints, for each pair, how often the next tokens agree, and for etch and
 apart their logits are. A disagreement whose reference top two logits lie within 0.5 is a near-tie.
 
 The point: etch and llama.cpp agree on 97-99% of positions; this says which of the two the
-disagreements belong to, against an implementation that shares neither's code. Not a CI test (torch
-and transformers are several GB); tests/real/vs_transformers.sh installs them into a venv.
-usage: vs_transformers.py MODEL.gguf PROGRAM.etch LLAMACPP.json"""
+disagreements belong to, against an implementation that shares neither's code. Exits 1 when etch
+and transformers agree on fewer than MIN_AGREE of the positions. tests/real/vs_transformers.sh
+installs torch and transformers into a venv and runs it (in CI, not in `make test`: several GB).
+usage: vs_transformers.py MODEL.gguf PROGRAM.etch LLAMACPP.json MIN_AGREE"""
 import json
 import os
 import sys
@@ -17,11 +18,14 @@ import sys
 import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
 
 import etch
 
-gguf_path, program, recorded = sys.argv[1:4]
+gguf_path, program, recorded, min_agree = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 torch.set_num_threads(2)
+hf_logging.disable_progress_bar()
+hf_logging.set_verbosity_error()
 hf = AutoModelForCausalLM.from_pretrained(os.path.dirname(os.path.abspath(gguf_path)),
                                           gguf_file=os.path.basename(gguf_path), dtype=torch.float32,
                                           attn_implementation="eager")
@@ -88,3 +92,7 @@ print(json.dumps({"model": os.path.basename(gguf_path), "positions": total,
                   "max_logit_diff_median": float(np.median(max_diff)), "max_logit_diff_max": max(max_diff),
                   "versions": {"torch": torch.__version__,
                                "transformers": __import__("transformers").__version__}}))
+agree = pairs["etch/transformers"][0] / total
+if agree < min_agree:
+    print("FAIL: etch picks transformers' next token at %.2f%% of the positions, below %.2f%%" % (100 * agree, 100 * min_agree))
+    sys.exit(1)

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # etch, llama.cpp and Hugging Face transformers on the same real GGUF files (vs_transformers.py says
-# what is compared). Not in CI: torch and transformers from PyPI are about 4 GB, installed on first use
-# into a venv (VENV, default build/transformers-venv). It reuses what tests/real/run.sh leaves in
-# build/real-work (the programs and llama.cpp's continuations), so run `make test` first.
-# From the repository root:  bash tests/real/vs_transformers.sh
+# what is compared); fails unless etch picks transformers' next token at 99% of the positions of each
+# model (MIN_AGREE). Run by CI (.ci/run) after `make test`, not by `make test` itself: torch and
+# transformers from PyPI (tests/real/requirements-transformers.txt) are about 4 GB, installed on first
+# use into a venv (VENV, default build/transformers-venv). It reuses what tests/real/run.sh leaves in
+# build/real-work (the programs and llama.cpp's continuations).
+# From the repository root, after `make test`:  bash tests/real/vs_transformers.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
@@ -14,12 +16,16 @@ for f in "$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" "$CACHE/gemma-3-270m-q4_k_m.gg
          "$WORK/smol-llamacpp.json" "$WORK/gemma.etch" "$WORK/gemma-llamacpp.json"; do
   [ -f "$f" ] || { echo "vs_transformers: $f is missing: run \`make test\` first (tests/real/run.sh makes it)" >&2; exit 1; }
 done
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import torch, transformers, accelerate, gguf" 2>/dev/null; then
-  echo "installing torch, transformers and gguf into $VENV" >&2
+REQ=$ROOT/tests/real/requirements-transformers.txt
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/requirements.txt"; then
+  echo "installing $(grep -v '^#' "$REQ" | tr '\n' ' ')into $VENV" >&2
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check torch transformers accelerate gguf numpy
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+  cp "$REQ" "$VENV/requirements.txt" # what is installed, so a changed pin installs again
 fi
+fail=0
 for m in smol:SmolLM2-135M-Instruct.Q4_1.gguf gemma:gemma-3-270m-q4_k_m.gguf; do
-  PYTHONPATH=$ROOT/python ETCH_LIBRARY=$BUILD/libetch.so "$VENV/bin/python" "$ROOT/tests/real/vs_transformers.py" \
-    "$CACHE/${m#*:}" "$WORK/${m%%:*}.etch" "$WORK/${m%%:*}-llamacpp.json"
+  HF_HUB_OFFLINE=1 TQDM_DISABLE=1 PYTHONPATH=$ROOT/python ETCH_LIBRARY=$BUILD/libetch.so "$VENV/bin/python" "$ROOT/tests/real/vs_transformers.py" \
+    "$CACHE/${m#*:}" "$WORK/${m%%:*}.etch" "$WORK/${m%%:*}-llamacpp.json" "${MIN_AGREE:-0.99}" || fail=1
 done
+exit $fail
