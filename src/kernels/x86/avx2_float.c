@@ -209,6 +209,48 @@ static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int l
 /* The per-row, per-group sums of x (Q4, mins) for a chunk of rows: [rows][n_groups] (32 KiB on the stack). */
 #define Q_XSUM 8192
 
+/* q4_xsum of every group of rows x[0..n) (row stride k) into out[n][n_groups]. A group's sum is one
+ * chain of dependent adds; eight rows' chains run in the lanes of one register, fed eight steps at a
+ * time by an 8 x 8 transpose of the rows' next eight values, so each lane adds its row's values in
+ * order from 0, exactly q4_xsum. Over 128 rows of 3,072 values: 4x faster than one group at a time. */
+static void q4_xsums(const float *x, int n, int k, int group, int n_groups, float *out) {
+    int r0 = 0;
+    for (; r0 + 8 <= n; r0 += 8) {
+        const float *xr = x + (size_t)r0 * k;
+        for (int g = 0; g < n_groups; g++) {
+            int kk = g * group, e = group_end_at(g, group, k);
+            __m256 acc = _mm256_setzero_ps();
+            for (; kk + 8 <= e; kk += 8) {
+                __m256 v[8], t[8], u[8];
+                _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) v[r] = _mm256_loadu_ps(xr + (size_t)r * k + kk);
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+                    t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+                }
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) { /* rows 0..3, then 4..7 */
+                    u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+                    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+                    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+                    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+                }
+                /* value kk + c of the eight rows: c < 4 from the low halves, then the high ones */
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u[c], u[c + 4], 0x20));
+                _Pragma("GCC unroll 4") for (int c = 0; c < 4; c++) acc = _mm256_add_ps(acc, _mm256_permute2f128_ps(u[c], u[c + 4], 0x31));
+            }
+            float a[8];
+            _mm256_storeu_ps(a, acc);
+            for (int r = 0; r < 8; r++) {
+                float xs = a[r];
+                for (int q = kk; q < e; q++) xs += xr[(size_t)r * k + q];
+                out[(size_t)(r0 + r) * n_groups + g] = xs;
+            }
+        }
+    }
+    for (int r = r0; r < n; r++)
+        for (int g = 0; g < n_groups; g++)
+            out[(size_t)r * n_groups + g] = q4_xsum(x + (size_t)r * k, g * group, group_end_at(g, group, k));
+}
+
 static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int ldy, const float *x, const kern_mat *km,
                             int n, int k, int ob, int oe) {
     kern_q_tiles_fn tiles = hooks ? hooks->tiles : NULL;
@@ -232,10 +274,7 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
         int cn = n - c0 < chunk ? n - c0 : chunk;
         const float *xc = x + (size_t)c0 * k;
         float *yc = y + (size_t)c0 * ldy;
-        if (q_need_xsum(type, &m) && n_groups <= Q_XSUM)
-            for (int r = 0; r < cn; r++)
-                for (int g = 0; g < n_groups; g++)
-                    xsum[r * n_groups + g] = q4_xsum(xc + (size_t)r * k, g * m.group, group_end_at(g, m.group, k));
+        if (q_need_xsum(type, &m) && n_groups <= Q_XSUM) q4_xsums(xc, cn, k, m.group, n_groups, xsum);
         for (int p0 = p_begin, np = 1; p0 < oe; p0 += np * KERN_PANEL) {
             /* a variant's tiles take two panels at a time (cols up to 32), the AVX2 ones one */
             np = tiles && m.group <= Q_BLOCK && oe - p0 > KERN_PANEL ? 2 : 1;
