@@ -75,6 +75,8 @@ static etch_status g_skip(base_cursor *c, uint32_t t, int depth, const char *key
     return st;
 }
 
+const int8_t gguf_iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 uint32_t gguf_block_size(uint32_t type, uint32_t *bytes) {
     static const struct { uint32_t type, n, bytes; } blocks[] = {
         {GGUF_F32, 1, 4},      {GGUF_F16, 1, 2},      {GGUF_BF16, 1, 2},     {GGUF_Q8_0, 32, 34},

@@ -13,6 +13,8 @@ enum { GGUF_F32 = 0, GGUF_F16 = 1, GGUF_Q4_0 = 2, GGUF_Q4_1 = 3, GGUF_Q5_0 = 6, 
 /* A tensor type's block: elements per block (1 for F32, F16, BF16) and *bytes per block; 0 for a
  * type etch does not read. */
 uint32_t gguf_block_size(uint32_t type, uint32_t *bytes);
+/* IQ4_NL's and IQ4_XS's 16 values (GGML's kvalues_iq4nl): a nibble q stands for table[q] times the scale. */
+extern const int8_t gguf_iq4nl_table[16];
 
 typedef struct gguf_str {
     const char *s; /* not NUL-terminated: a view into the mapping */

@@ -2,6 +2,8 @@
  * the buffers and mappings they borrow, the split regexes by name, and vocabulary pieces as bytes. */
 #include "reader.h"
 
+#include "gguf.h"
+
 #include "../kernels/kernels.h"
 #include "../tokenizer/tokenizer.h"
 
@@ -82,8 +84,6 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
  * kvalues_iq4nl: IQ4_NL f16 d and the nibbles as Q4_0's, d * table[q]; IQ4_XS per 256 an f16 d, the
  * high 2 bits of eight 6-bit sub-block scales (u16), their low 4 bits (4 bytes), 128 bytes of nibbles,
  * d * (scale - 32) * table[q] per 32. */
-static const int8_t iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
     const uint8_t *p = t->data;
     w->min = 0.0f, w->min_f16 = -1;
@@ -94,7 +94,7 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
         const uint8_t *b = p + (i / 32) * (size_t)bytes[t->src_type], *qs = b + (t->src_type == IMP_Q4_1 ? 4 : 2);
         w->q = t->src_type == IMP_Q8_0 ? (int8_t)qs[j] : lo ? qs[j] & 0x0F : qs[j - 16] >> 4;
         if (t->src_type == IMP_Q4_0) w->q -= 8;
-        if (t->src_type == IMP_IQ4_NL) w->q = iq4nl_table[w->q];
+        if (t->src_type == IMP_IQ4_NL) w->q = gguf_iq4nl_table[w->q];
         if (t->src_type == IMP_Q4_1) w->min_f16 = half_bits(b + 2);
         w->scale_f16 = half_bits(b);
         break;
@@ -127,7 +127,7 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
         int e = (int)(i % 256), sb = e / 32;
         const uint8_t *b = p + (i / 256) * 136, *qs = b + 8 + 16 * sb;
         int ls = ((b[4 + sb / 2] >> 4 * (sb % 2)) & 0xF) | ((half_bits(b + 2) >> 2 * sb) & 3) << 4;
-        w->q = iq4nl_table[lo ? qs[j] & 0x0F : qs[j - 16] >> 4], w->scale_f16 = -1;
+        w->q = gguf_iq4nl_table[lo ? qs[j] & 0x0F : qs[j - 16] >> 4], w->scale_f16 = -1;
         w->scale = kern_f16_to_f32((uint16_t)half_bits(b)) * (float)(ls - 32);
         return;
     }

@@ -87,8 +87,6 @@ static void put_half(uint8_t *out, float f) {
  * IQ4_XS take each 32 values' scale from the value of largest magnitude over GGML's table's -127 (IQ4_XS:
  * as 6-bit multiples of the super-block's d, the largest scale over -32), then each value's nearest
  * table entry (GGML also searches the scale). */
-static const int8_t iq4nl_table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-
 /* The 16 bytes of an IQ4 block's nibbles: x[i] / d's nearest table entry, elements 0..15 low, 16..31 high. */
 static void iq4_nibbles(const float *x, float d, uint8_t *qs) {
     float id = d ? 1.0f / d : 0.0f;
@@ -96,7 +94,7 @@ static void iq4_nibbles(const float *x, float d, uint8_t *qs) {
     for (int i = 0; i < 32; i++) {
         int best = 0;
         for (int v = 1; v < 16; v++)
-            if (fabsf(x[i] * id - iq4nl_table[v]) < fabsf(x[i] * id - iq4nl_table[best])) best = v;
+            if (fabsf(x[i] * id - gguf_iq4nl_table[v]) < fabsf(x[i] * id - gguf_iq4nl_table[best])) best = v;
         qs[i % 16] |= (uint8_t)(best << (i < 16 ? 0 : 4));
     }
 }

@@ -1,5 +1,5 @@
 /* synth/gguf_writer.h: writes GGUF files (`etch synth`): key-values, then tensor infos, then tensor
- * data in the same order, F32/F16/BF16 converted; Q8_0, Q4_0, Q4_1, Q5_1, Q4_K and Q5_K quantized (gguf_writer.c). */
+ * data in the same order, F32/F16/BF16 converted; Q8_0, Q4_0, Q4_1, Q5_1, Q4_K, Q5_K, IQ4_NL and IQ4_XS quantized (gguf_writer.c). */
 #ifndef ETCH_GGUF_WRITER_H
 #define ETCH_GGUF_WRITER_H
 
