@@ -1,16 +1,20 @@
-/* bench_kernels: the matmul kernels alone, on one thread, for every weight type. A model's speed
- * mixes the kernels with attention, norms, the pool's waits and the machine's neighbours; this
- * times one matrix of one shape (Qwen3-0.6B's gate, 3,072 x 1,024, by default) through the kernel
- * set this CPU gets (ETCH_KERNELS caps it), in copies whose bytes reach 256 MiB, so the weights come
- * from memory as in a model (at most 64 copies: a matrix under 4 MiB is partly timed from cache). For each type it prints prefill (ROWS rows at once) in
- * GFLOP/s and as a fraction of this thread's FMA peak, and decode (one row) in GB/s of weight bytes
- * and as a fraction of this thread's read bandwidth, both measured by etch_roofline in the same run
- * (the bandwidth before and after the passes, the larger one: a neighbour's burst lowers either).
- * Medians over the passes, each pass timing every type in turn. A program, not a test: figures, no
- * pass or fail.
- * usage: bench_kernels [D K [ROWS [PASSES]]] */
+/* bench_kernels: the matmul kernels alone, for every weight type. A model's speed mixes the kernels
+ * with attention, norms, the pool's waits and the machine's neighbours; this times one matrix of one
+ * shape (Qwen3-0.6B's gate, 3,072 x 1,024, by default) through the kernel set this CPU gets
+ * (ETCH_KERNELS caps it), split over THREADS workers as a model splits it (output panels, one
+ * parallel region per matrix), in copies whose bytes reach 256 MiB so the weights come from memory as
+ * in a model (at most 64 copies: a matrix under 4 MiB is partly timed from cache; -c 1 times one
+ * matrix again and again, from cache). For each type it prints prefill (ROWS rows at once) in GFLOP/s
+ * and as a fraction of the threads' FMA peak (etch_roofline's), and decode (one row) in GB/s of weight
+ * bytes and as a fraction of their read bandwidth, measured in every pass beside the kernels (the
+ * threads summing a 256 MiB buffer, as etch_roofline does: on a shared machine it moves as much as
+ * they do). Medians over the passes, each pass timing every type in turn. A program, not a test:
+ * figures, no pass or fail.
+ * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] */
 #define _POSIX_C_SOURCE 200809L
 #include "etch.h"
+#include "base/base.h"
+#include "base/pool.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -56,13 +60,17 @@ static void cpu_name(char *out, size_t cap) {
 typedef struct bench_mat {
     const char *name;
     kern_mat m[64];
-    size_t bytes; /* one copy's weight bytes (values and scales) */
+    size_t bytes;   /* one copy's weight bytes (values and scales) */
+    uint8_t *arena; /* every copy's bytes */
 } bench_mat;
 
-/* Packs src [d, k] as `type` (a float type, q8/q4 in groups of 32, or i8/i4 from those) and copies
- * it until the copies hold at least `total` bytes (at most 64 copies). */
-static int make_mat(bench_mat *b, const char *name, int type, const float *src, int d, int k, size_t total) {
+/* Packs src [d, k] as `type` (a float type, q8/q4 in groups of 32 with scales of scale_type and,
+ * with `mins`, a min per group as GGUF's Q4_1/Q4_K keep, or i8/i4 from those) and copies it until
+ * the copies hold at least `total` bytes (at most 64 copies). */
+static int make_mat(bench_mat *b, const char *name, int type, int scale_type, int mins, const float *src, int d, int k,
+                    size_t total, int want_copies) {
     size_t rows = (size_t)kern_packed_rows(d), vals = rows * (size_t)k, scale_bytes = 0, val_bytes;
+    size_t ss = scale_type == KERN_F32 ? sizeof(float) : sizeof(uint16_t);
     void *w = NULL, *sc = NULL;
     int group = 0, qtype = type == KERN_I8 ? KERN_Q8 : type == KERN_I4 ? KERN_Q4 : type;
     if (!kern_is_quantized(type)) {
@@ -80,10 +88,16 @@ static int make_mat(bench_mat *b, const char *name, int type, const float *src, 
     } else {
         val_bytes = qtype == KERN_Q8 ? vals : vals / 2;
         group = kern_q_group_fit(k, 32, kern_is_int_dot(type));
-        scale_bytes = rows * (size_t)kern_q_groups(k, group) * sizeof(uint16_t);
+        size_t n_scales = rows * (size_t)kern_q_groups(k, group);
+        scale_bytes = n_scales * ss * (mins ? 2 : 1); /* the mins after the scales */
         void *q = must(malloc(val_bytes));
         sc = must(malloc(scale_bytes));
-        kern_quantize(q, sc, KERN_F16, qtype, src, d, k, group);
+        kern_quantize(q, sc, scale_type, qtype, src, d, k, group);
+        for (size_t i = 0; mins && i < n_scales; i++) { /* made-up mins: their bytes and FMAs are what is timed */
+            float v = -0.05f * (float)(i % 7);
+            if (scale_type == KERN_F32) ((float *)sc)[n_scales + i] = v;
+            else ((uint16_t *)sc)[n_scales + i] = kern_f32_to_f16(v);
+        }
         if (kern_is_int_dot(type)) {
             w = must(malloc(val_bytes));
             kern_to_int_dot(w, q, qtype, d, k);
@@ -95,32 +109,76 @@ static int make_mat(bench_mat *b, const char *name, int type, const float *src, 
     b->name = name;
     b->bytes = val_bytes + scale_bytes;
     int copies = (int)((total + b->bytes - 1) / b->bytes);
+    copies = want_copies > 0 ? want_copies : copies;
     copies = copies < 1 ? 1 : copies > 64 ? 64 : copies;
-    for (int c = 0; c < 64; c++) b->m[c].w = NULL;
+    /* The copies one after another in one block on 2 MiB pages, each copy's values then its scales,
+     * as a program's tensors lie in its mapping (etch maps programs with MADV_HUGEPAGE): on 4 KiB
+     * pages the hardware prefetcher stops at every page, and a GEMV that streams several panels at
+     * once then measures the pages, not itself. */
+    size_t val_span = (val_bytes + 63) / 64 * 64, span = val_span + (scale_bytes + 63) / 64 * 64;
+    size_t huge = (size_t)2 << 20, arena_bytes = (span * (size_t)copies + huge - 1) / huge * huge;
+    b->arena = must(aligned_alloc(huge, arena_bytes));
+    base_advise_huge(b->arena, arena_bytes);
     for (int c = 0; c < copies; c++) {
-        void *wc = c ? must(malloc(val_bytes)) : w, *sc_c = c && sc ? must(malloc(scale_bytes)) : sc;
-        if (c) memcpy(wc, w, val_bytes);
-        if (c && sc) memcpy(sc_c, sc, scale_bytes);
-        b->m[c] = (kern_mat){wc, sc_c, type, group, NULL, NULL, KERN_F16, NULL};
+        uint8_t *at = b->arena + span * (size_t)c;
+        memcpy(at, w, val_bytes);
+        if (sc) memcpy(at + val_span, sc, scale_bytes);
+        b->m[c] = (kern_mat){at, sc ? at + val_span : NULL, type, group, NULL, NULL, scale_type, NULL};
+        if (mins) b->m[c].mins = at + val_span + scale_bytes / 2;
     }
+    free(w);
+    free(sc);
     return copies;
 }
 
-static void free_mat(bench_mat *b) {
-    for (int c = 0; c < 64 && b->m[c].w; c++) {
-        free((void *)b->m[c].w);
-        free((void *)b->m[c].scales);
-    }
+static void free_mat(bench_mat *b) { free(b->arena); }
+
+/* One matrix call split over the pool's workers by output panels, as the model's mm_task. */
+typedef struct call_job {
+    const kern_mat *m;
+    const float *x;
+    const kern_qx *qx;
+    float *y;
+    int n, d, k;
+} call_job;
+
+static void call_task(void *ctx, int i, int nw) {
+    const call_job *j = ctx;
+    int b, e;
+    base_split(j->d, nw, i, KERN_PANEL, &b, &e);
+    if (b >= e) return;
+    if (kern_is_int_dot(j->m->type)) kern_matmul_i(j->y, j->d, j->qx, j->m, j->n, j->d, j->k, b, e);
+    else kern_matmul(j->y, j->d, j->x, j->m, j->n, j->d, j->k, b, e);
 }
 
-/* The time of one call with n rows: one pass through every copy. */
-static double time_call(const bench_mat *b, int copies, const float *x, const kern_qx *qx, float *y, int n, int d, int k) {
+/* The time of one call with n rows: one pass through every copy, a parallel region each. */
+static double time_call(base_pool *pool, const bench_mat *b, int copies, const float *x, const kern_qx *qx, float *y,
+                        int n, int d, int k) {
     double t0 = now();
     for (int c = 0; c < copies; c++) {
-        if (kern_is_int_dot(b->m[c].type)) kern_matmul_i(y, d, qx, &b->m[c], n, d, k, 0, d);
-        else kern_matmul(y, d, x, &b->m[c], n, d, k, 0, d);
+        call_job j = {&b->m[c], x, qx, y, n, d, k};
+        base_pool_run(pool, call_task, &j);
     }
     return (now() - t0) / copies;
+}
+
+/* The read bandwidth: every worker sums its share of buf (n floats), timed as one region. */
+typedef struct read_job {
+    const float *buf;
+    size_t n;
+} read_job;
+
+static void read_task(void *ctx, int i, int nw) {
+    const read_job *j = ctx;
+    int b, e;
+    base_split((int)(j->n / 1024), nw, i, 1, &b, &e);
+    (void)kern_read_bandwidth(j->buf + (size_t)b * 1024, (size_t)(e - b) * 1024);
+}
+
+static double time_read(base_pool *pool, const read_job *j) {
+    double t0 = now();
+    base_pool_run(pool, read_task, (void *)j);
+    return (double)j->n * sizeof(float) / (now() - t0) / 1e9;
 }
 
 static double median(double *t, int n) {
@@ -129,10 +187,16 @@ static double median(double *t, int n) {
 }
 
 int main(int argc, char **argv) {
-    int d = argc > 2 ? atoi(argv[1]) : 3072, k = argc > 2 ? atoi(argv[2]) : 1024;
-    int rows = argc > 3 ? atoi(argv[3]) : 128, passes = argc > 4 ? atoi(argv[4]) : 7;
-    if (d < 16 || k < 32 || k % 2 || rows < 2 || passes < 1) {
-        fprintf(stderr, "usage: bench_kernels [D K [ROWS [PASSES]]]  (D >= 16, K >= 32 and even, ROWS >= 2)\n");
+    int d = 3072, k = 1024, rows = 128, passes = 7, threads = 1, want_copies = 0, bad = 0;
+    for (int i = 1; i < argc; i++) {
+        int *opt = !strcmp(argv[i], "-d") ? &d : !strcmp(argv[i], "-k") ? &k : !strcmp(argv[i], "-n") ? &rows
+                 : !strcmp(argv[i], "-r") ? &passes : !strcmp(argv[i], "-t") ? &threads : !strcmp(argv[i], "-c") ? &want_copies : NULL;
+        char *end = NULL;
+        if (!opt || i + 1 >= argc || (*opt = (int)strtol(argv[++i], &end, 10), *end)) bad = 1;
+    }
+    if (bad || d < 16 || k < 32 || k % 2 || rows < 2 || passes < 1 || threads < 1 || threads > 256 || want_copies < 0) {
+        fprintf(stderr, "usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES]\n"
+                        "  D >= 16 outputs, K >= 32 inputs (even), ROWS >= 2 for prefill, COPIES 1..64 (default: 256 MiB)\n");
         return 2;
     }
     const char *set = kern_init();
@@ -140,7 +204,8 @@ int main(int argc, char **argv) {
     cpu_name(cpu, sizeof cpu);
     double peak = 0, bw = 0;
     etch_error err;
-    if (etch_roofline(1, &peak, &bw, &err) != ETCH_OK) {
+    base_pool *pool;
+    if (etch_roofline(threads, &peak, &bw, &err) != ETCH_OK || base_pool_new(threads, &pool, &err) != ETCH_OK) {
         fprintf(stderr, "bench_kernels: %s\n", err.message);
         return 1;
     }
@@ -160,9 +225,11 @@ int main(int argc, char **argv) {
     kern_quantize_x(&qx_all, x, rows, k, NULL);
     kern_quantize_x(&qx_one, x, 1, k, NULL);
 
-    static const struct { const char *name; int type; } types[] = {
-        {"f32", KERN_F32}, {"f16", KERN_F16}, {"bf16", KERN_BF16}, {"q8 (8w)", KERN_Q8},
-        {"q4 (4w)", KERN_Q4}, {"i8 (8da8w)", KERN_I8}, {"i4 (8da4w)", KERN_I4},
+    static const struct { const char *name; int type, scale_type, mins; } types[] = {
+        {"f32", KERN_F32, 0, 0}, {"f16", KERN_F16, 0, 0}, {"bf16", KERN_BF16, 0, 0},
+        {"q8 (8w, Q8_0 kept)", KERN_Q8, KERN_F16, 0}, {"q4 (4w, Q4_0 kept)", KERN_Q4, KERN_F16, 0},
+        {"q4, f16 scales and mins (Q4_1 kept)", KERN_Q4, KERN_F16, 1}, {"q4, f32 scales and mins (Q4_K kept)", KERN_Q4, KERN_F32, 1},
+        {"i8 (8da8w)", KERN_I8, KERN_F16, 0}, {"i4 (8da4w)", KERN_I4, KERN_F16, 0},
     };
     /* Every type's matrices first, then passes that time each type in turn (prefill, then decode):
      * a neighbour's burst on a shared machine lands on every type alike, not on the one it met. */
@@ -171,22 +238,26 @@ int main(int argc, char **argv) {
     bench_mat *b = must(calloc(N_TYPES, sizeof *b));
     int copies[N_TYPES];
     double *tp = must(malloc((size_t)N_TYPES * passes * sizeof *tp)), *td = must(malloc((size_t)N_TYPES * passes * sizeof *td));
-    for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, src, d, k, total);
-    for (int p = -1; p < passes; p++) /* pass -1 warms up, unmeasured */
+    for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
+    read_job rj = {must(malloc(total)), total / sizeof(float)};
+    memset((void *)rj.buf, 1, total); /* every page touched before timing */
+    double *tb = must(malloc((size_t)passes * sizeof *tb));
+    for (int p = -1; p < passes; p++) { /* pass -1 warms up, unmeasured */
+        double rate = time_read(pool, &rj);
+        if (p >= 0) tb[p] = rate;
         for (int t = 0; t < N_TYPES; t++) {
-            double a = time_call(&b[t], copies[t], x, &qx_all, y, rows, d, k);
-            double c = time_call(&b[t], copies[t], x, &qx_one, y, 1, d, k);
+            double a = time_call(pool, &b[t], copies[t], x, &qx_all, y, rows, d, k);
+            double c = time_call(pool, &b[t], copies[t], x, &qx_one, y, 1, d, k);
             if (p >= 0) tp[t * passes + p] = a, td[t * passes + p] = c;
         }
-    double peak2 = 0, bw2 = 0;
-    if (etch_roofline(1, &peak2, &bw2, &err) != ETCH_OK) {
-        fprintf(stderr, "bench_kernels: %s\n", err.message);
-        return 1;
     }
-    printf("%s, kernels %s; one thread: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (%.1f before the passes, %.1f after)\n",
-           cpu, set, peak, bw2 > bw ? bw2 : bw, bw, bw2);
-    bw = bw2 > bw ? bw2 : bw;
-    printf("matrix %d x %d (outputs x inputs), prefill %d rows, median of %d passes\n\n", d, k, rows, passes);
+    free((void *)rj.buf);
+    bw = median(tb, passes);
+    printf("%s, kernels %s; %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (median of the passes, %.1f-%.1f)\n",
+           cpu, set, base_pool_size(pool), base_pool_size(pool) == 1 ? "" : "s", peak, bw, tb[0], tb[passes - 1]);
+    free(tb);
+    printf("matrix %d x %d (outputs x inputs), prefill %d rows, median of %d passes%s\n\n", d, k, rows, passes,
+           want_copies ? ", copies as asked (-c)" : "");
     printf("| weights | bytes per weight | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | decode us per call |\n");
     printf("|---|---|---|---|---|\n");
     for (int t = 0; t < N_TYPES; t++) {
@@ -198,6 +269,7 @@ int main(int argc, char **argv) {
     }
     free(b), free(tp), free(td);
     printf("\nThe integer-dot types' times leave out quantizing the activations (once per site in a model).\n");
+    base_pool_free(pool);
     free(src), free(x), free(y);
     free(qx_all.pairs), free(qx_all.scale), free(qx_all.zero), free(qx_all.bytes), free(qx_all.psum);
     free(qx_one.pairs), free(qx_one.scale), free(qx_one.zero), free(qx_one.bytes), free(qx_one.psum);
