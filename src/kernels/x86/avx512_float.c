@@ -221,6 +221,7 @@ static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int pane
     for (int g = 0; g < m->n_groups; g++) {
         int b = g * m->group, e = group_end_at(g, m->group, m->k);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_setzero_ps();
+        prefetch_scales4(m->sc, m->mn, m->sc16, m->n_groups, panel, g + Q_SCALES_AHEAD);
         for (int kk = b; kk < e; kk++) {
             __m512 xb = _mm512_set1_ps(x[kk]);
             if (!(kk & 3))
