@@ -5,10 +5,10 @@
  * parallel region per matrix), in copies whose bytes reach 256 MiB so the weights come from memory as
  * in a model (at most 64 copies: a matrix under 4 MiB is partly timed from cache; -c 1 times one
  * matrix again and again, from cache). For each type it prints prefill (ROWS rows at once) in GFLOP/s
- * and as a fraction of the threads' FMA peak (etch_roofline's), and decode (one row) in GB/s of weight
- * bytes and as a fraction of their read bandwidth, measured in every pass beside the kernels (the
- * threads summing a 256 MiB buffer, as etch_roofline does: on a shared machine it moves as much as
- * they do). Medians over the passes, each pass timing every type in turn. A program, not a test:
+ * and as a fraction of the threads' FMA peak, and decode (one row) in GB/s of weight bytes and as a
+ * fraction of their read bandwidth, both measured in every pass beside the kernels as etch_roofline
+ * measures them (the FMA loop, and the threads summing a 256 MiB buffer): on a shared machine they
+ * move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A program, not a test:
  * figures, no pass or fail.
  * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] */
 #define _POSIX_C_SOURCE 200809L
@@ -175,6 +175,25 @@ static void read_task(void *ctx, int i, int nw) {
     (void)kern_read_bandwidth(j->buf + (size_t)b * 1024, (size_t)(e - b) * 1024);
 }
 
+/* The FMA peak: every worker runs the peak loop for `seconds`; their rates added. */
+typedef struct peak_job {
+    double seconds, rate[256];
+} peak_job;
+
+static void peak_task(void *ctx, int i, int nw) {
+    (void)nw;
+    peak_job *j = ctx;
+    j->rate[i] = kern_fma_peak(j->seconds);
+}
+
+static double time_peak(base_pool *pool, double seconds) {
+    peak_job j = {seconds, {0}};
+    base_pool_run(pool, peak_task, &j);
+    double sum = 0;
+    for (int i = 0; i < base_pool_size(pool); i++) sum += j.rate[i];
+    return sum;
+}
+
 static double time_read(base_pool *pool, const read_job *j) {
     double t0 = now();
     base_pool_run(pool, read_task, (void *)j);
@@ -205,7 +224,7 @@ int main(int argc, char **argv) {
     double peak = 0, bw = 0;
     etch_error err;
     base_pool *pool;
-    if (etch_roofline(threads, &peak, &bw, &err) != ETCH_OK || base_pool_new(threads, &pool, &err) != ETCH_OK) {
+    if (base_pool_new(threads, &pool, &err) != ETCH_OK) {
         fprintf(stderr, "bench_kernels: %s\n", err.message);
         return 1;
     }
@@ -241,10 +260,10 @@ int main(int argc, char **argv) {
     for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
     read_job rj = {must(malloc(total)), total / sizeof(float)};
     memset((void *)rj.buf, 1, total); /* every page touched before timing */
-    double *tb = must(malloc((size_t)passes * sizeof *tb));
+    double *tb = must(malloc((size_t)passes * sizeof *tb)), *tf = must(malloc((size_t)passes * sizeof *tf));
     for (int p = -1; p < passes; p++) { /* pass -1 warms up, unmeasured */
-        double rate = time_read(pool, &rj);
-        if (p >= 0) tb[p] = rate;
+        double rate = time_read(pool, &rj), flops = time_peak(pool, 0.1);
+        if (p >= 0) tb[p] = rate, tf[p] = flops;
         for (int t = 0; t < N_TYPES; t++) {
             double a = time_call(pool, &b[t], copies[t], x, &qx_all, y, rows, d, k);
             double c = time_call(pool, &b[t], copies[t], x, &qx_one, y, 1, d, k);
@@ -253,8 +272,10 @@ int main(int argc, char **argv) {
     }
     free((void *)rj.buf);
     bw = median(tb, passes);
-    printf("%s, kernels %s; %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (median of the passes, %.1f-%.1f)\n",
-           cpu, set, base_pool_size(pool), base_pool_size(pool) == 1 ? "" : "s", peak, bw, tb[0], tb[passes - 1]);
+    peak = median(tf, passes);
+    free(tf);
+    printf("%s, kernels %s; %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (medians of the passes; the "
+           "bandwidth %.1f-%.1f)\n", cpu, set, base_pool_size(pool), base_pool_size(pool) == 1 ? "" : "s", peak, bw, tb[0], tb[passes - 1]);
     free(tb);
     printf("matrix %d x %d (outputs x inputs), prefill %d rows, median of %d passes%s\n\n", d, k, rows, passes,
            want_copies ? ", copies as asked (-c)" : "");
