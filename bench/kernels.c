@@ -8,8 +8,8 @@
  * and as a fraction of the threads' FMA peak, and decode (one row) in GB/s of weight bytes and as a
  * fraction of their read bandwidth, both measured in every pass beside the kernels as etch_roofline
  * measures them (the FMA loop, and the threads summing a 256 MiB buffer): on a shared machine they
- * move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A program, not a test:
- * figures, no pass or fail.
+ * move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A
+ * program, not a test: figures, no pass or fail.
  * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] */
 #define _POSIX_C_SOURCE 200809L
 #include "etch.h"
@@ -20,13 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+static double now(void) { return base_now_us() * 1e-6; }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -56,7 +51,7 @@ static void cpu_name(char *out, size_t cap) {
     fclose(f);
 }
 
-/* One type's matrix: the packed values and scales of copy 0, copied `copies` times. */
+/* One type's matrix in copies m[0 .. copies), all in one block. */
 typedef struct bench_mat {
     const char *name;
     kern_mat m[64];
