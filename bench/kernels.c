@@ -6,9 +6,8 @@
  * in a model (at most 64 copies: a matrix under 4 MiB is partly timed from cache; -c 1 times one
  * matrix again and again, from cache). For each type it prints prefill (ROWS rows at once) in GFLOP/s
  * and as a fraction of the threads' FMA peak, and decode (one row) in GB/s of weight bytes and as a
- * fraction of their read bandwidth, both measured in every pass beside the kernels as etch_roofline
- * measures them (the FMA loop, and the threads summing a 256 MiB buffer): on a shared machine they
- * move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A
+ * fraction of their read bandwidth, both measured by etch_roofline in every pass beside the kernels:
+ * on a shared machine they move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A
  * program, not a test: figures, no pass or fail.
  * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] */
 #define _POSIX_C_SOURCE 200809L
@@ -157,44 +156,6 @@ static double time_call(base_pool *pool, const bench_mat *b, int copies, const f
     return (now() - t0) / copies;
 }
 
-/* The read bandwidth: every worker sums its share of buf (n floats), timed as one region. */
-typedef struct read_job {
-    const float *buf;
-    size_t n;
-} read_job;
-
-static void read_task(void *ctx, int i, int nw) {
-    const read_job *j = ctx;
-    int b, e;
-    base_split((int)(j->n / 1024), nw, i, 1, &b, &e);
-    (void)kern_read_bandwidth(j->buf + (size_t)b * 1024, (size_t)(e - b) * 1024);
-}
-
-/* The FMA peak: every worker runs the peak loop for `seconds`; their rates added. */
-typedef struct peak_job {
-    double seconds, rate[256];
-} peak_job;
-
-static void peak_task(void *ctx, int i, int nw) {
-    (void)nw;
-    peak_job *j = ctx;
-    j->rate[i] = kern_fma_peak(j->seconds);
-}
-
-static double time_peak(base_pool *pool, double seconds) {
-    peak_job j = {seconds, {0}};
-    base_pool_run(pool, peak_task, &j);
-    double sum = 0;
-    for (int i = 0; i < base_pool_size(pool); i++) sum += j.rate[i];
-    return sum;
-}
-
-static double time_read(base_pool *pool, const read_job *j) {
-    double t0 = now();
-    base_pool_run(pool, read_task, (void *)j);
-    return (double)j->n * sizeof(float) / (now() - t0) / 1e9;
-}
-
 static double median(double *t, int n) {
     qsort(t, (size_t)n, sizeof *t, cmp_double);
     return t[n / 2];
@@ -216,7 +177,6 @@ int main(int argc, char **argv) {
     const char *set = kern_init();
     char cpu[256];
     cpu_name(cpu, sizeof cpu);
-    double peak = 0, bw = 0;
     etch_error err;
     base_pool *pool;
     if (base_pool_new(threads, &pool, &err) != ETCH_OK) {
@@ -253,21 +213,19 @@ int main(int argc, char **argv) {
     int copies[N_TYPES];
     double *tp = must(malloc((size_t)N_TYPES * passes * sizeof *tp)), *td = must(malloc((size_t)N_TYPES * passes * sizeof *td));
     for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
-    read_job rj = {must(malloc(total)), total / sizeof(float)};
-    memset((void *)rj.buf, 1, total); /* every page touched before timing */
     double *tb = must(malloc((size_t)passes * sizeof *tb)), *tf = must(malloc((size_t)passes * sizeof *tf));
     for (int p = -1; p < passes; p++) { /* pass -1 warms up, unmeasured */
-        double rate = time_read(pool, &rj), flops = time_peak(pool, 0.1);
-        if (p >= 0) tb[p] = rate, tf[p] = flops;
+        if (p >= 0 && etch_roofline(threads, &tf[p], &tb[p], &err) != ETCH_OK) {
+            fprintf(stderr, "bench_kernels: %s\n", err.message);
+            return 1;
+        }
         for (int t = 0; t < N_TYPES; t++) {
             double a = time_call(pool, &b[t], copies[t], x, &qx_all, y, rows, d, k);
             double c = time_call(pool, &b[t], copies[t], x, &qx_one, y, 1, d, k);
             if (p >= 0) tp[t * passes + p] = a, td[t * passes + p] = c;
         }
     }
-    free((void *)rj.buf);
-    bw = median(tb, passes);
-    peak = median(tf, passes);
+    double bw = median(tb, passes), peak = median(tf, passes);
     free(tf);
     printf("%s, kernels %s; %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s (medians of the passes; the "
            "bandwidth %.1f-%.1f)\n", cpu, set, base_pool_size(pool), base_pool_size(pool) == 1 ? "" : "s", peak, bw, tb[0], tb[passes - 1]);

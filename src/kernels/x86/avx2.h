@@ -71,10 +71,8 @@ static INLINE __m512 scales16_z(const void *sc, int sc16, int n_groups, int pane
 /* A decode GEMV reads a group's 16 scales per panel (and its mins) once per group: streams of their
  * own beside the weights', which the hardware prefetcher serves late. The zmm weight-only GEMV, whose
  * 32-step groups outgrow the out-of-order window, then stalls on them at every group's end; it asks
- * for the scales (and mins) of group g of its four panels a few groups early. (In bench_kernels, one
- * thread: 1.07x for Q4_0's f16 scales, 1.2x for Q4_K's f32 scales and mins; the AVX2 weight-only GEMV
- * gained nothing from it, 0.97x on Q4_0, nor did the integer GEMVs, whose groups are a few
- * instructions long: i8 0.88x.) */
+ * for the scales (and mins) of group g of its four panels a few groups early. The other GEMVs do not
+ * stall there and go without (DESIGN.md, "How near weight-only Q4 is to its ceiling"). */
 #define Q_SCALES_AHEAD 2
 static INLINE void prefetch_scales4(const void *sc, const void *mn, int sc16, int n_groups, int panel, int g) {
     if (g >= n_groups) return;
