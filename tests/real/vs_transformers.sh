@@ -18,9 +18,17 @@ for f in "$CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" "$CACHE/gemma-3-270m-q4_k_m.gg
 done
 REQ=$ROOT/tests/real/requirements-transformers.txt
 if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$VENV/requirements.txt"; then
+  # The wheels with their CUDA dependencies take about 6 GB installed; without pip's cache no second
+  # copy of the downloads stays behind. Too little room ends here, with a message, not in pip's ENOSPC.
+  mkdir -p "$BUILD"
+  free_gb=$(df -P -BG "$BUILD" | awk 'NR == 2 { sub("G", "", $4); print $4 }')
+  if [ "$free_gb" -lt "${VENV_MIN_FREE_GB:-10}" ]; then
+    echo "vs_transformers: only ${free_gb} GB free on the disk of $BUILD; installing torch and transformers needs about ${VENV_MIN_FREE_GB:-10} GB" >&2
+    exit 1
+  fi
   echo "installing $(grep -v '^#' "$REQ" | tr '\n' ' ')into $VENV" >&2
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQ"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir -r "$REQ"
   cp "$REQ" "$VENV/requirements.txt" # what is installed, so a changed pin installs again
 fi
 fail=0
