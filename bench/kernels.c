@@ -60,11 +60,12 @@ typedef struct bench_mat {
 
 /* Packs src [d, k] as `type` (a float type, q8/q4 in groups of 32 with scales of scale_type and,
  * with `mins`, a min per group as GGUF's Q4_1/Q4_K keep, or i8/i4 from those) and copies it until
- * the copies hold at least `total` bytes (at most 64 copies). */
+ * the copies hold at least `total` bytes (at most 64 copies). Two-level scales (KERN_SCALE_S8, as a
+ * K-quant's) are made up, an f16 per 8 groups: their bytes and operations are what is timed. */
 static int make_mat(bench_mat *b, const char *name, int type, int scale_type, int mins, const float *src, int d, int k,
                     size_t total, int want_copies) {
     size_t rows = (size_t)kern_packed_rows(d), vals = rows * (size_t)k, scale_bytes = 0, val_bytes;
-    size_t ss = scale_type == KERN_F32 ? sizeof(float) : sizeof(uint16_t);
+    size_t ss = kern_wsize(scale_type), d_bytes = 0; /* d_bytes: the two-level scales' f16 factors (and the mins') */
     void *w = NULL, *sc = NULL;
     int group = 0, qtype = type == KERN_I8 ? KERN_Q8 : type == KERN_I4 ? KERN_Q4 : type;
     if (!kern_is_quantized(type)) {
@@ -83,14 +84,21 @@ static int make_mat(bench_mat *b, const char *name, int type, int scale_type, in
         val_bytes = qtype == KERN_Q8 ? vals : vals / 2;
         group = kern_q_group_fit(k, 32, kern_is_int_dot(type));
         size_t n_scales = rows * (size_t)kern_q_groups(k, group);
-        scale_bytes = n_scales * ss * (mins ? 2 : 1); /* the mins after the scales */
+        if (scale_type == KERN_SCALE_S8) d_bytes = n_scales / 8 * sizeof(uint16_t) * (mins ? 2 : 1);
+        scale_bytes = n_scales * ss * (mins ? 2 : 1) + d_bytes; /* the mins after the scales, then the f16 factors */
         void *q = must(malloc(val_bytes));
-        sc = must(malloc(scale_bytes));
-        kern_quantize(q, sc, scale_type, qtype, src, d, k, group);
+        sc = must(malloc(n_scales * sizeof(float) * 2));
+        kern_quantize(q, sc, scale_type == KERN_F16 ? KERN_F16 : KERN_F32, qtype, src, d, k, group);
         for (size_t i = 0; mins && i < n_scales; i++) { /* made-up mins: their bytes and FMAs are what is timed */
             float v = -0.05f * (float)(i % 7);
             if (scale_type == KERN_F32) ((float *)sc)[n_scales + i] = v;
-            else ((uint16_t *)sc)[n_scales + i] = kern_f32_to_f16(v);
+            else if (scale_type == KERN_F16) ((uint16_t *)sc)[n_scales + i] = kern_f32_to_f16(v);
+        }
+        if (scale_type == KERN_SCALE_S8) {
+            uint8_t *t = sc;
+            for (size_t i = 0; i < n_scales * (mins ? 2 : 1); i++) t[i] = (uint8_t)(i < n_scales ? 17 + i % 40 : 256 - i % 40);
+            uint16_t *f = (uint16_t *)(t + n_scales * (mins ? 2 : 1));
+            for (size_t i = 0; i < d_bytes / sizeof *f; i++) f[i] = kern_f32_to_f16(0.002f);
         }
         if (kern_is_int_dot(type)) {
             w = must(malloc(val_bytes));
@@ -117,8 +125,15 @@ static int make_mat(bench_mat *b, const char *name, int type, int scale_type, in
         uint8_t *at = b->arena + span * (size_t)c;
         memcpy(at, w, val_bytes);
         if (sc) memcpy(at + val_span, sc, scale_bytes);
-        b->m[c] = (kern_mat){at, sc ? at + val_span : NULL, type, group, NULL, NULL, scale_type, NULL};
-        if (mins) b->m[c].mins = at + val_span + scale_bytes / 2;
+        uint8_t *s = at + val_span;
+        size_t n_scales = (scale_bytes - d_bytes) / (mins ? 2 : 1);
+        b->m[c] = (kern_mat){.w = at, .scales = sc ? s : NULL, .type = type, .group = group, .scale_type = scale_type};
+        if (mins) b->m[c].mins = s + n_scales;
+        if (scale_type == KERN_SCALE_S8) {
+            b->m[c].scale_d = (const uint16_t *)(const void *)(s + n_scales * (mins ? 2 : 1));
+            b->m[c].min_d = mins ? b->m[c].scale_d + d_bytes / 4 : NULL;
+            b->m[c].sub_groups = 8;
+        }
     }
     free(w);
     free(sc);
@@ -202,7 +217,8 @@ int main(int argc, char **argv) {
     static const struct { const char *name; int type, scale_type, mins; } types[] = {
         {"f32", KERN_F32, 0, 0}, {"f16", KERN_F16, 0, 0}, {"bf16", KERN_BF16, 0, 0},
         {"q8 (8w, Q8_0 kept)", KERN_Q8, KERN_F16, 0}, {"q4 (4w, Q4_0 kept)", KERN_Q4, KERN_F16, 0},
-        {"q4, f16 scales and mins (Q4_1 kept)", KERN_Q4, KERN_F16, 1}, {"q4, f32 scales and mins (Q4_K kept)", KERN_Q4, KERN_F32, 1},
+        {"q4, f16 scales and mins (Q4_1 kept)", KERN_Q4, KERN_F16, 1}, {"q4, f32 scales and mins", KERN_Q4, KERN_F32, 1},
+        {"q4, two-level scales and mins (Q4_K kept)", KERN_Q4, KERN_SCALE_S8, 1},
         {"i8 (8da8w)", KERN_I8, KERN_F16, 0}, {"i4 (8da4w)", KERN_I4, KERN_F16, 0},
     };
     /* Every type's matrices first, then passes that time each type in turn (prefill, then decode):

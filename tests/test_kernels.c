@@ -33,7 +33,7 @@ static const char *wt_names[] = {"f32", "f16", "bf16", "q8", "q4", "q8+min", "q4
  * of `group`, scales of scale_type) to that type; with mins (mn, as many as the scales) random ones,
  * the values then read unsigned. w and sc hold 4 bytes per packed element. */
 static kern_mat make_weights(void *w, void *sc, void *mn, const float *src, int d, int k, int wtype, int group, int scale_type) {
-    kern_mat m = {w, NULL, wtype, 0, NULL, NULL, scale_type, NULL};
+    kern_mat m = {.w = w, .type = wtype, .scale_type = scale_type};
     if (wtype >= WT_Q8_MIN) {
         m = make_weights(w, sc, NULL, src, d, k, wtype == WT_Q8_MIN ? KERN_Q8 : KERN_Q4, group, scale_type);
         size_t n = (size_t)kern_packed_rows(d) * (size_t)kern_q_groups(k, m.group);
@@ -62,6 +62,27 @@ static kern_mat make_weights(void *w, void *sc, void *mn, const float *src, int 
     return m;
 }
 
+/* Gives quantized m two-level scales (KERN_SCALE_S8) in place of its own, and its mins too when it has
+ * them: random int8 factors (0, negatives and -128 among them) in sc / mn and f16 factors per
+ * sub_groups groups (a power of two dividing the group count) in sd / md, about the size of the scales
+ * kern_quantize picks. fsc / fmn get the same scales and mins as tables of f32 products. */
+static void make_two_level(kern_mat *m, int d, int k, void *sc, uint16_t *sd, void *mn, uint16_t *md, float *fsc, float *fmn) {
+    int n_groups = kern_q_groups(k, m->group), sub = n_groups % 8 == 0 ? 8 : n_groups % 4 == 0 ? 4 : n_groups % 2 == 0 ? 2 : 1;
+    size_t n = (size_t)kern_packed_rows(d) * (size_t)n_groups;
+    for (size_t i = 0; i < n / (size_t)sub; i++) {
+        sd[i] = kern_f32_to_f16((frand() < -0.8f ? -1.0f : 1.0f) * 0.001f * (1.5f + frand()));
+        md[i] = kern_f32_to_f16(0.0005f * frand());
+    }
+    for (size_t i = 0; i < n; i++) {
+        int8_t v = i % 97 == 0 ? -128 : i % 89 == 0 ? 0 : (int8_t)(frand() * 127.0f), u = (int8_t)(frand() * 63.0f);
+        ((int8_t *)sc)[i] = v, ((int8_t *)mn)[i] = u;
+        fsc[i] = kern_f16_to_f32(sd[kern_scale_d_index(i, sub)]) * (float)v;
+        fmn[i] = kern_f16_to_f32(md[kern_scale_d_index(i, sub)]) * (float)u;
+    }
+    m->scales = sc, m->scale_d = sd, m->scale_type = KERN_SCALE_S8, m->sub_groups = sub;
+    if (m->mins) m->mins = mn, m->min_d = md;
+}
+
 static void test_matmul(const char *variant, int exact) {
     static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172, 300, 520};
     static const int ds[] = {1, 5, 16, 17, 33, 64, 80, 130};
@@ -71,7 +92,9 @@ static void test_matmul(const char *variant, int exact) {
     void *sc = malloc(144 * 520 * sizeof(float)), *mn = malloc(144 * 520 * sizeof(float));
     void *w = malloc(144 * 520 * sizeof(float));
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
-    int mismatched = 0;
+    float *fsc = malloc(144 * 520 * sizeof *fsc), *fmn = malloc(144 * 520 * sizeof *fmn);
+    uint16_t *sd = malloc(144 * 520 * sizeof *sd), *md = malloc(144 * 520 * sizeof *md);
+    int mismatched = 0, two_level = 0;
     for (int wt = 0; wt < WT_COUNT; wt++)
         for (int n = 1; n <= 17; n++)
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
@@ -80,7 +103,19 @@ static void test_matmul(const char *variant, int exact) {
                     if (k > 172 && n % 4 != 1) continue; /* long rows (several widening blocks): fewer shapes */
                     fill(x, (size_t)n * k);
                     fill(wf, (size_t)d * k);
-                    kern_mat m = make_weights(w, sc, mn, wf, d, k, wt, group, (n + ki) % 2 ? KERN_F16 : KERN_F32);
+                    int st = (int[]){KERN_F32, KERN_F16, KERN_SCALE_S8}[(n + ki) % 3];
+                    kern_mat m = make_weights(w, sc, mn, wf, d, k, wt, group, st == KERN_F16 ? KERN_F16 : KERN_F32);
+                    if (st == KERN_SCALE_S8 && kern_is_quantized(m.type)) {
+                        make_two_level(&m, d, k, sc, sd, mn, md, fsc, fmn);
+                        /* the same scales as f32 tables: the same results, bit for bit */
+                        kern_mat f = m;
+                        f.scales = fsc, f.mins = m.mins ? fmn : NULL, f.scale_type = KERN_F32;
+                        kern_matmul(y, d, x, &m, n, d, k, 0, d);
+                        kern_matmul(r, d, x, &f, n, d, k, 0, d);
+                        CHECK(memcmp(y, r, (size_t)n * d * sizeof *y) == 0, "%s %s matmul n=%d d=%d k=%d: two-level scales "
+                              "differ from their f32 products", variant, names[wt], n, d, k);
+                        two_level++;
+                    }
                     kern_matmul(y, d, x, &m, n, d, k, 0, d);
                     kern_matmul_ref(r, d, x, &m, n, d, k, 0, d);
                     double e = max_err(y, r, (size_t)n * d);
@@ -106,7 +141,8 @@ static void test_matmul(const char *variant, int exact) {
                     }
                 }
     CHECK(mismatched == 0, "%s: %d shapes differ from the twin", variant, mismatched);
-    free(x), free(wf), free(w), free(sc), free(mn), free(y), free(r), free(one);
+    CHECK(two_level > 1000, "%s: only %d shapes with two-level scales", variant, two_level);
+    free(x), free(wf), free(w), free(sc), free(mn), free(y), free(r), free(one), free(fsc), free(fmn), free(sd), free(md);
 }
 
 /* Quantize with f32 and with f16 scales, then read back: every weight within half a step of its
@@ -129,7 +165,7 @@ static void test_quantize_roundtrip(void) {
             int group = kern_quantize(q, sc, st, type, src, D, K, want), n_groups = kern_q_groups(K, group);
             CHECK(group <= want && kern_q_groups(K, want) == n_groups && kern_q_group_of(K, n_groups) == group,
                   "group %d for %d: %d groups", group, want, n_groups);
-            kern_mat m = {q, sc, type, group, NULL, NULL, st, NULL};
+            kern_mat m = {.w = q, .scales = sc, .type = type, .group = group, .scale_type = st};
             double worst = 0, err2 = 0, err2_absmax = 0;
             int bad = 0;
             for (int o = 0; o < D; o++)
@@ -180,7 +216,9 @@ static void test_matmul_int(const char *variant, int exact) {
     float *ws = malloc(144 * 1100 * sizeof *ws), *mn = malloc(144 * 1100 * sizeof *mn);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
     int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);
-    uint16_t *bytes = malloc(13 * 550 * sizeof *bytes);
+    uint16_t *bytes = malloc(13 * 550 * sizeof *bytes), *sd = malloc(144 * 1100 * sizeof *sd), *md = malloc(144 * 1100 * sizeof *md);
+    float *fsc = malloc(144 * 1100 * sizeof *fsc), *fmn = malloc(144 * 1100 * sizeof *fmn), *y2 = malloc(13 * 130 * sizeof *y2);
+    void *mn8 = malloc(144 * 1100);
     float xs[13], *y = malloc(13 * 130 * sizeof *y), *r = malloc(13 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     kern_qx qx = {pairs, xs, zero, bytes, psum};
     int mismatched = 0;
@@ -194,11 +232,12 @@ static void test_matmul_int(const char *variant, int exact) {
                         fill(x, (size_t)n * k);
                         fill(wf, (size_t)d * k);
                         int group = kern_q_group_fit(k, want, 1);
-                        int st = (ki + stat) % 2 ? KERN_F16 : KERN_F32;
-                        kern_quantize(q, sc, st, type, wf, d, k, group);
+                        int st = (int[]){KERN_F32, KERN_F16, KERN_SCALE_S8}[(ki + stat + n) % 3];
+                        kern_quantize(q, sc, st == KERN_F16 ? KERN_F16 : KERN_F32, type, wf, d, k, group);
                         kern_to_int_dot(qi, q, type, d, k);
-                        kern_mat m = {qi, sc, type == KERN_Q8 ? KERN_I8 : KERN_I4, group, NULL, ws, st, NULL};
-                        kern_mat mq = {q, sc, type, group, NULL, NULL, st, NULL};
+                        kern_mat m = {.w = qi, .scales = sc, .type = type == KERN_Q8 ? KERN_I8 : KERN_I4, .group = group,
+                                      .wsum = ws, .scale_type = st};
+                        kern_mat mq = {.w = q, .scales = sc, .type = type, .group = group, .scale_type = st};
                         float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
                         m.act = stat == 1 ? act : NULL;
                         if (stat == 2) { /* mins, as GGUF's Q4_1/Q4_K/Q5_1/Q5_K: a weight is u * scale + min */
@@ -209,6 +248,15 @@ static void test_matmul_int(const char *variant, int exact) {
                             }
                             m.mins = mq.mins = mn;
                         }
+                        kern_mat f = m; /* two-level scales, and the same as f32 tables */
+                        if (st == KERN_SCALE_S8 && stat != 1) {
+                            make_two_level(&m, d, k, sc, sd, mn8, md, fsc, fmn);
+                            mq.scales = m.scales, mq.scale_d = m.scale_d, mq.scale_type = m.scale_type;
+                            mq.sub_groups = m.sub_groups, mq.mins = m.mins, mq.min_d = m.min_d;
+                            f = m, f.scales = fsc, f.mins = m.mins ? fmn : NULL, f.scale_type = KERN_F32;
+                        } else if (st == KERN_SCALE_S8) { /* static activations: f32 scales */
+                            m.scale_type = mq.scale_type = f.scale_type = KERN_F32;
+                        }
                         kern_group_sums(ws, &m, d, k);
                         kern_quantize_x(&qx, x, n, k, m.act);
                         for (int o = 0; o < d; o++) /* the layouts hold the same values */
@@ -216,6 +264,11 @@ static void test_matmul_int(const char *variant, int exact) {
                                 if (kern_qvalue(&m, o, kk, k) != kern_qvalue(&mq, o, kk, k)) mismatched++;
                         kern_matmul_i(y, d, &qx, &m, n, d, k, 0, d);
                         kern_matmul_i_ref(r, d, &qx, &m, n, d, k, 0, d);
+                        if (m.scale_type == KERN_SCALE_S8) {
+                            kern_matmul_i(y2, d, &qx, &f, n, d, k, 0, d);
+                            CHECK(memcmp(y, y2, (size_t)n * d * sizeof *y) == 0, "%s int n=%d d=%d k=%d: two-level "
+                                  "scales differ from their f32 products", variant, n, d, k);
+                        }
                         if (exact ? memcmp(y, r, (size_t)n * d * sizeof *y) != 0 : max_err(y, r, (size_t)n * d) > 1e-5)
                             if (mismatched++ < 3) CHECK(0, "%s int n=%d d=%d k=%d group=%d stat=%d differs from its twin", variant, n, d, k, group, stat);
                         /* the twin's meaning: sum of (x scale * (value - zero)) * (weight) in double */
@@ -246,6 +299,7 @@ static void test_matmul_int(const char *variant, int exact) {
     CHECK(mismatched == 0, "%s: %d integer-dot cases differ", variant, mismatched);
     CHECK(worst < 1e-5, "%s: the integer twin is off the double sum by %g of the magnitude", variant, worst);
     free(x), free(wf), free(sc), free(ws), free(mn), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
+    free(sd), free(md), free(fsc), free(fmn), free(y2), free(mn8);
 }
 
 /* The AVX2 activation quantizer equals the scalar one exactly: halves (0.5, 1.5, -2.5 steps), NaN,
@@ -620,7 +674,7 @@ static void test_mins(void) {
         for (int g = 0; g < 3; g++) sc[kern_packed_index(o, g, 3)] = 0.01f * (1 + o + g), mn[kern_packed_index(o, g, 3)] = -0.05f * (1 + g) + 0.003f * o;
     for (int o = 0; o < D; o++)
         for (int kk = 0; kk < K; kk++) u[o][kk] = (o * 7 + kk * 5) % 16, kern_q4_put(q, o, kk, K, u[o][kk] - 8);
-    kern_mat m = {q, sc, KERN_Q4, G, NULL, NULL, KERN_F32, mn};
+    kern_mat m = {.w = q, .scales = sc, .type = KERN_Q4, .group = G, .scale_type = KERN_F32, .mins = mn};
     for (int o = 0; o < D; o++)
         for (int kk = 0; kk < K; kk++) {
             size_t at = kern_packed_index(o, kk / G, 3);

@@ -36,7 +36,9 @@ static const char *tensor_dtype(const etch_program *p, const char *name) {
 }
 
 /* A copy of program in with every NAME.scale widened to f32: the layout etch wrote before its scales
- * became f16. Returns 1 when written. */
+ * became f16; and two-level scales and mins (int8 NAME.scale and NAME.min times their f16 NAME.scale_d
+ * and NAME.min_d) as their f32 products, the layout etch wrote for a GGUF's K-quants before
+ * 2026-12-02. Returns 1 when written. */
 static int widen_scales(const char *in, const char *out) {
     fmt_file f;
     etch_error err;
@@ -53,10 +55,22 @@ static int widen_scales(const char *in, const char *out) {
     for (uint32_t i = 0; i < f.n_tensors; i++) {
         const fmt_tensor *t = &f.tensors[i];
         size_t len = strlen(t->name);
-        if (len > 6 && !strcmp(t->name + len - 6, ".scale") && t->dtype == FMT_DT_F16) {
+        int sfx = len > 6 && !strcmp(t->name + len - 6, ".scale") ? 6 : len > 4 && !strcmp(t->name + len - 4, ".min") ? 4 : 0;
+        if (len > 2 && !strcmp(t->name + len - 2, "_d")) continue; /* folded into its int8 table */
+        if (sfx == 6 && t->dtype == FMT_DT_F16) {
             size_t n = t->nbytes / 2;
             wide[i] = malloc(n * sizeof **wide);
             for (size_t j = 0; j < n; j++) wide[i][j] = kern_f16_to_f32(((const uint16_t *)t->data)[j]);
+            fmt_add_tensor(w, t->name, FMT_DT_F32, t->ndim, t->dims, wide[i]);
+        } else if (sfx && t->dtype == FMT_DT_Q8) {
+            char dname[160];
+            snprintf(dname, sizeof dname, "%s_d", t->name);
+            const fmt_tensor *d = fmt_find_tensor(&f, dname);
+            if (!d) return 0;
+            size_t n = t->nbytes, per = (size_t)(t->dims[1] / d->dims[1]);
+            wide[i] = malloc(n * sizeof **wide);
+            for (size_t j = 0; j < n; j++)
+                wide[i][j] = kern_f16_to_f32(((const uint16_t *)d->data)[kern_scale_d_index(j, (int)per)]) * (float)((const int8_t *)t->data)[j];
             fmt_add_tensor(w, t->name, FMT_DT_F32, t->ndim, t->dims, wide[i]);
         } else {
             fmt_add_tensor(w, t->name, t->dtype, t->ndim, t->dims, t->data);
@@ -202,6 +216,88 @@ static void test_calibration(const char *f32, const char *f32_static) {
         CHECK(memcmp(a, b, bytes) == 0 && memcmp(a, c, bytes) == 0, "a8w8: batched, one-token and static prefill differ");
         free(a), free(b), free(c), free(text), etch_free(ids);
     }
+}
+
+/* A GGUF's K-quant (Q4_K, with mins) and IQ4_XS (signed sub-block scales) kept as they are: int8
+ * scales with an f16 per 256 weights (NAME.scale_d), not f32 products. The f32-product layout of the
+ * same program (as etch wrote it before) gives the same logits bit for bit and is larger; so do both
+ * converted as they are to 8da4w. */
+static void test_two_level_scales(void) {
+    char tok[1100], gguf[600], kept[600], wide[600], c1[600], c2[600];
+    snprintf(tok, sizeof tok, "%s/qwen3/tokenizer.json", tokenizers_dir());
+    const char *types[] = {"q4_k", "iq4_xs"};
+    char *text = check_read_file(ETCH_SOURCE_DIR "/tests/data/heldout.txt", NULL);
+    REQUIRE_V(text, "heldout.txt");
+    for (int ti = 0; ti < 2; ti++) {
+        snprintf(gguf, sizeof gguf, "%s/q-%s.gguf", ETCH_TEST_TMP, types[ti]);
+        snprintf(kept, sizeof kept, "%s/q-%s.etch", ETCH_TEST_TMP, types[ti]);
+        snprintf(wide, sizeof wide, "%s/q-%s-wide.etch", ETCH_TEST_TMP, types[ti]);
+        etch_error err;
+        etch_synth_options so = {"qwen3", "tiny", 2, 256, 512, 4, 2, 64, 512, 7, 0.1f, tok, "gguf", types[ti], 0};
+        REQUIRE_V(etch_synth(&so, gguf, &err) == ETCH_OK, "synth %s: %s", types[ti], err.message);
+        etch_export_options eo = {512, 64, NULL, NULL, NULL, NULL, NULL};
+        REQUIRE_V(etch_export_gguf(gguf, kept, &eo, &err) == ETCH_OK, "export %s: %s", types[ti], err.message);
+        etch_program *p;
+        REQUIRE_V(etch_program_open(kept, &p, &err) == ETCH_OK, "%s", err.message);
+        const char *sc = tensor_dtype(p, "blk.0.ffn_down.weight.scale"), *sd = tensor_dtype(p, "blk.0.ffn_down.weight.scale_d");
+        const char *mn = tensor_dtype(p, "blk.0.ffn_down.weight.min"), *md = tensor_dtype(p, "blk.0.ffn_down.weight.min_d");
+        CHECK(sc && !strcmp(sc, "q8") && sd && !strcmp(sd, "f16"), "%s: int8 scales (%s) with f16 factors (%s)", types[ti], sc, sd);
+        CHECK(ti == 0 ? mn && !strcmp(mn, "q8") && md && !strcmp(md, "f16") : !mn && !md, "%s: mins %s, %s", types[ti], mn, md);
+        int32_t *ids, n_ids;
+        REQUIRE_V(etch_tokenize(p, text, strlen(text), 0, &ids, &n_ids, &err) == ETCH_OK && n_ids >= LEN, "tokens");
+        int V = etch_program_meta(p)->vocab_size;
+        etch_program_close(p);
+        REQUIRE_V(widen_scales(kept, wide), "the f32-product copy");
+        size_t bytes = (size_t)LEN * V * sizeof(float);
+        float *a = malloc(bytes), *b = malloc(bytes);
+        REQUIRE_V(a && b && all_logits(kept, ids, 0, a) && all_logits(wide, ids, 0, b), "%s logits", types[ti]);
+        CHECK(memcmp(a, b, bytes) == 0, "%s: two-level scales give other logits than their f32 products", types[ti]);
+        CHECK(file_size(wide) > file_size(kept), "%s: f32 products take more room: %ld vs %ld", types[ti], file_size(wide),
+              file_size(kept));
+        snprintf(c1, sizeof c1, "q-%s-8da4w.etch", types[ti]);
+        snprintf(c2, sizeof c2, "q-%s-wide-8da4w.etch", types[ti]);
+        const char *k4 = quantize(kept, c1, "8da4w", 0, NULL), *w4 = quantize(wide, c2, "8da4w", 0, NULL);
+        REQUIRE_V(k4 && w4 && all_logits(k4, ids, 0, a) && all_logits(w4, ids, 0, b), "%s to 8da4w", types[ti]);
+        CHECK(memcmp(a, b, bytes) == 0, "%s: converted to 8da4w, two-level scales differ from their f32 products", types[ti]);
+        REQUIRE_V(etch_program_open(k4, &p, &err) == ETCH_OK, "%s", err.message);
+        sc = tensor_dtype(p, "blk.1.attn_q.weight.scale"), sd = tensor_dtype(p, "blk.1.attn_q.weight.scale_d");
+        const char *w = tensor_dtype(p, "blk.1.attn_q.weight");
+        CHECK(w && !strcmp(w, ti == 0 ? "i4" : "i8") && sc && !strcmp(sc, "q8") && sd && !strcmp(sd, "f16"),
+              "%s to 8da4w: %s (%s: its own width) keeps the int8 scales (%s) and f16 factors (%s)", types[ti],
+              ti == 0 ? "i4" : "i8", w, sc, sd);
+        etch_program_close(p);
+        /* a hostile copy: int8 scales without their f16 factors, or with a count that does not divide
+         * the groups, is refused with the tensor's name */
+        static const uint16_t zeros[4096 * 3];
+        for (int bad = 0; ti == 0 && bad < 2; bad++) {
+            fmt_file f;
+            REQUIRE_V(fmt_open(kept, &f, &err) == ETCH_OK, "%s", err.message);
+            fmt_writer *fw = fmt_writer_new();
+            for (uint32_t i = 0; i < f.n_meta; i++) {
+                const fmt_meta *m = &f.meta[i];
+                if (m->type == FMT_I32) fmt_put_i32s(fw, m->key, m->data, m->count);
+                else if (m->type == FMT_F32) fmt_put_f32s(fw, m->key, m->data, m->count);
+                else if (m->type == FMT_STR) fmt_put_str(fw, m->key, m->data);
+                else fmt_put_bytes(fw, m->key, m->data, m->count);
+            }
+            for (uint32_t i = 0; i < f.n_tensors; i++) {
+                const fmt_tensor *t = &f.tensors[i];
+                if (strcmp(t->name, "blk.1.ffn_up.weight.min_d")) fmt_add_tensor(fw, t->name, t->dtype, t->ndim, t->dims, t->data);
+                else if (bad == 1) /* ffn_up's 256 columns make 8 groups: 3 factors per row divide nothing */
+                    fmt_add_tensor(fw, t->name, t->dtype, 2, (uint64_t[]){t->dims[0], 3}, zeros);
+            }
+            REQUIRE_V(fmt_writer_write(fw, wide, NULL, NULL, &err) == ETCH_OK, "%s", err.message);
+            fmt_writer_free(fw);
+            fmt_close(&f);
+            CHECK(etch_program_open(wide, &p, &err) == ETCH_ERR_FORMAT && strstr(err.message, "blk.1.ffn_up.weight.min_d"),
+                  "%s: '%s'", bad ? "a factor count that divides nothing" : "missing factors", err.message);
+        }
+        printf("%s kept: %ld bytes, with f32 products %ld; as 8da4w %ld and %ld\n", types[ti], file_size(kept),
+               file_size(wide), file_size(k4), file_size(w4));
+        free(a), free(b), etch_free(ids);
+        remove(wide), remove(k4), remove(w4), remove(gguf);
+    }
+    free(text);
 }
 
 /* Chat samples rendered with the Qwen3 template: the report counts the template's special tokens,
@@ -411,5 +507,6 @@ int main(void) {
     }
     test_calibration(f32, f32_static);
     test_chat_calibration();
+    test_two_level_scales();
     return check_done();
 }

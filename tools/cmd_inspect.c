@@ -107,7 +107,7 @@ int cmd_inspect(int argc, char **argv) {
         for (int32_t d = 0; d < t.ndim; d++)
             at += snprintf(shape + at, sizeof shape - (size_t)at, "%s%lld", d ? ", " : "", (long long)t.dims[d]);
         snprintf(shape + at, sizeof shape - (size_t)at, "]");
-        printf("  %-28s %-4s %-14s offset %10llu  %10llu bytes\n", t.name, t.dtype, shape,
+        printf("  %-32s %-4s %-14s offset %10llu  %10llu bytes\n", t.name, t.dtype, shape,
                (unsigned long long)t.offset, (unsigned long long)t.nbytes);
     }
     etch_program_close(p);

@@ -51,23 +51,24 @@ static const void *convert(const imp_tensor *t, int target, void **owned, uint64
 /* A GGUF matrix whose weights are integers times a scale per group, plus a min for some (imp_int_group:
  * Q8_0, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, IQ4_NL, IQ4_XS) repacked into etch's panels without
  * rounding a value, a scale or a min: the linear 4-bit types into Q4, the others into Q8 (Q5's and Q6_K's
- * integers fit int8, and so do the entries of IQ4's table), groups as the source has them. Scales and
- * mins are f16 bits where the source stores them so (*f32_scales 0), else f32 (the K-quants and IQ4_XS:
- * d times the sub-block's scale, exact in f32). A type with
- * mins keeps its unsigned integers (Q4: the nibble is q, kern_mat.mins). *q, *scales and *mins (NULL
- * without mins) are malloc'ed. */
+ * integers fit int8, and so do the entries of IQ4's table), groups as the source has them. A type with
+ * mins keeps its unsigned integers (Q4: the nibble is q, kern_mat.mins). Scales and mins are kept as
+ * the source stores them: f16 bits per group, or for the K-quants and IQ4_XS two levels
+ * (KERN_SCALE_S8: each group's integer as int8, then the f16 per imp_sub_groups groups). *q, *scales
+ * and *mins (NULL without mins) are malloc'ed; a two-level table holds both levels, the f16s after the
+ * int8s (*d_at bytes in). */
 static int gguf_4bit(int src_type) { return src_type == IMP_Q4_0 || src_type == IMP_Q4_1 || src_type == IMP_Q4_K; }
 
-static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, void **mins, int *f32_scales,
+static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, void **mins, size_t *d_at,
                                uint64_t *rows_out) {
     int d = (int)t->dims[0], k = (int)t->dims[1], rows = kern_packed_rows(d), group = imp_int_group(t->src_type);
-    int n_groups = k / group, src = t->src_type, has_min = imp_int_has_min(src);
+    int n_groups = k / group, src = t->src_type, has_min = imp_int_has_min(src), sub = imp_sub_groups(src);
     int q4 = gguf_4bit(src);
-    *f32_scales = src == IMP_Q6_K || src == IMP_Q4_K || src == IMP_Q5_K || src == IMP_IQ4_XS;
-    size_t ssize = *f32_scales ? 4 : 2;
+    size_t n = (size_t)rows * n_groups, bytes = sub ? n + n / (size_t)sub * 2 : n * 2;
+    *d_at = sub ? n : 0;
     *q = base_calloc(q4 ? (size_t)rows * k / 2 : (size_t)rows * k, 1);
-    *scales = base_calloc((size_t)rows * n_groups, ssize);
-    *mins = has_min ? base_calloc((size_t)rows * n_groups, ssize) : NULL;
+    *scales = base_calloc(bytes, 1);
+    *mins = has_min ? base_calloc(bytes, 1) : NULL;
     if (!*q || !*scales || (has_min && !*mins)) return ETCH_ERR_NOMEM;
     if (q4) memset(*q, 0x88, (size_t)rows * k / 2); /* value 0 is stored as 8 in both nibbles */
     for (int o = 0; o < d; o++)
@@ -77,11 +78,18 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, voi
                 int kk = g * group + j;
                 imp_qweight w;
                 imp_qweight_at(t, (size_t)o * k + kk, &w);
-                if (j == 0) {
-                    if (*f32_scales) ((float *)*scales)[at] = w.scale;
-                    else ((uint16_t *)*scales)[at] = (uint16_t)w.scale_f16;
-                    if (has_min && *f32_scales) ((float *)*mins)[at] = w.min;
-                    else if (has_min) ((uint16_t *)*mins)[at] = (uint16_t)w.min_f16;
+                if (j == 0 && sub) {
+                    uint16_t *sd = (uint16_t *)(void *)((uint8_t *)*scales + n), *md = NULL;
+                    ((int8_t *)*scales)[at] = (int8_t)w.sub;
+                    sd[kern_scale_d_index(at, sub)] = (uint16_t)w.d_f16;
+                    if (has_min) {
+                        md = (uint16_t *)(void *)((uint8_t *)*mins + n);
+                        ((int8_t *)*mins)[at] = (int8_t)w.sub_min;
+                        md[kern_scale_d_index(at, sub)] = (uint16_t)w.dmin_f16;
+                    }
+                } else if (j == 0) {
+                    ((uint16_t *)*scales)[at] = (uint16_t)w.scale_f16;
+                    if (has_min) ((uint16_t *)*mins)[at] = (uint16_t)w.min_f16;
                 }
                 if (q4) kern_q4_put(*q, o, kk, k, has_min ? w.q - 8 : w.q);
                 else ((int8_t *)*q)[kern_packed_index(o, kk, k)] = (int8_t)w.q;
@@ -228,19 +236,16 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
         if (keep_quant && t->matrix && imp_int_group(t->src_type)) {
             uint64_t sdims[2] = {0, t->dims[1] / (uint64_t)imp_int_group(t->src_type)};
-            int f32_scales;
             void **scales = &conv[m->n_tensors + i], **mins = &conv[2 * m->n_tensors + i];
-            if (repack_gguf(t, &conv[i], scales, mins, &f32_scales, &dims[0])) {
+            size_t d_at;
+            if (repack_gguf(t, &conv[i], scales, mins, &d_at, &dims[0])) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the repacked tensor '%s'", t->name);
                 break;
             }
-            char sname[112];
             sdims[0] = dims[0];
             fmt_add_tensor(w, t->name, gguf_4bit(t->src_type) ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
-            snprintf(sname, sizeof sname, "%s.scale", t->name);
-            fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, *scales);
-            snprintf(sname, sizeof sname, "%s.min", t->name);
-            if (*mins) fmt_add_tensor(w, sname, f32_scales ? FMT_DT_F32 : FMT_DT_F16, 2, sdims, *mins);
+            rt_add_scales(w, t->name, imp_sub_groups(t->src_type) ? KERN_SCALE_S8 : KERN_F16, imp_sub_groups(t->src_type), sdims,
+                          *scales, *mins, d_at);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }

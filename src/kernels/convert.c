@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-size_t kern_wsize(int wtype) { return wtype == KERN_F32 ? 4 : 2; }
+size_t kern_wsize(int wtype) { return wtype == KERN_F32 ? 4 : wtype == KERN_SCALE_S8 ? 1 : 2; }
 
 size_t kern_kv_size(int kv_type) { return kv_type == KERN_KV_F32 ? 4 : kv_type == KERN_KV_F16 ? 2 : 1; }
 

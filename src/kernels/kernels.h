@@ -22,9 +22,15 @@ const char *kern_limit(int level);
  * (as GGML's Q8_0 and Q4_0 store theirs), an f16 widened exactly to f32 where it is read. I8 and I4 hold
  * the same values in the layout of integer dot products with int8 activations (kern_matmul_i). */
 enum { KERN_F32 = 0, KERN_F16 = 1, KERN_BF16 = 2, KERN_Q8 = 3, KERN_Q4 = 4, KERN_I8 = 5, KERN_I4 = 6 };
+/* A scale type only (kern_mat.scale_type, beside KERN_F32 and KERN_F16): two levels, an int8 per group
+ * times an f16 shared by kern_mat.sub_groups consecutive groups of a row, as GGUF's K-quants and
+ * IQ4_XS store theirs (d times a sub-block's 6- or 8-bit scale). An f16 times an int8 has at most 19
+ * significant bits: the kernels form exactly the f32 scale a table of f32 would hold, from a fifth
+ * of its bytes. */
+enum { KERN_SCALE_S8 = 7 };
 static inline int kern_is_quantized(int type) { return type >= KERN_Q8; }
 static inline int kern_is_int_dot(int type) { return type == KERN_I8 || type == KERN_I4; }
-/* Bytes per element of a float weight type (f32, f16, bf16). */
+/* Bytes per element of a float weight type (f32, f16, bf16), or of a scale type (KERN_SCALE_S8: 1). */
 size_t kern_wsize(int wtype);
 
 /* IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN). */
@@ -65,7 +71,17 @@ typedef struct kern_mat {
                            * a weight is then u * scale + min, u the stored value taken unsigned (Q4's and
                            * I4's nibble 0..15, value + 8; Q8's and I8's value as it is), as GGUF's
                            * Q4_1/Q4_K/Q5_1/Q5_K (I8, I4: not with static activations, act) */
+    const uint16_t *scale_d; /* KERN_SCALE_S8: [packed rows, n_groups / sub_groups] f16, packed as the
+                              * scales: scale (o, g) = scale_d(o, g / sub_groups) * int8 scales(o, g) */
+    const uint16_t *min_d;   /* KERN_SCALE_S8 with mins: the mins' f16 factors, as scale_d */
+    int sub_groups;          /* KERN_SCALE_S8: groups per f16 factor, a power of two dividing n_groups */
 } kern_mat;
+/* Where the f16 factor of scale entry i (kern_packed_index(o, g, n_groups)) of a KERN_SCALE_S8 table
+ * is: the entries of a panel's group are 16 apart, and sub_groups, a power of two (a shift, not a
+ * division, where the kernels read a group's scales), divides n_groups. */
+static inline size_t kern_scale_d_index(size_t i, int sub_groups) {
+    return (i / KERN_PANEL >> __builtin_ctz((unsigned)sub_groups)) * KERN_PANEL + i % KERN_PANEL;
+}
 /* The offset of a Q4 value in its nibble that the kernels take off (8), or 0 with mins (kern_mat). */
 static inline float kern_q4_offset(const kern_mat *m) { return m->mins ? 0.0f : 8.0f; }
 

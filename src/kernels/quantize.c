@@ -115,11 +115,13 @@ static inline float quant_value(int type, float x, float inv) {
     return v > 7.0f ? 7.0f : v < -8.0f ? -8.0f : v;
 }
 
-static float scale_load(const kern_mat *m, const void *tab, size_t i) {
+static float scale_load(const kern_mat *m, const void *tab, const uint16_t *d, size_t i) {
+    if (m->scale_type == KERN_SCALE_S8) /* exact: an f16 times an int8 */
+        return kern_f16_to_f32(d[kern_scale_d_index(i, m->sub_groups)]) * (float)((const int8_t *)tab)[i];
     return m->scale_type == KERN_F16 ? kern_f16_to_f32(((const uint16_t *)tab)[i]) : ((const float *)tab)[i];
 }
-float kern_scale_at(const kern_mat *m, size_t i) { return scale_load(m, m->scales, i); }
-float kern_min_at(const kern_mat *m, size_t i) { return m->mins ? scale_load(m, m->mins, i) : 0.0f; }
+float kern_scale_at(const kern_mat *m, size_t i) { return scale_load(m, m->scales, m->scale_d, i); }
+float kern_min_at(const kern_mat *m, size_t i) { return m->mins ? scale_load(m, m->mins, m->min_d, i) : 0.0f; }
 
 /* s as an f16 scale stores it: rounded, a magnitude past f16's largest (65504) clamped to it. */
 static float f16_scale(int scale_type, float s) {

@@ -34,13 +34,37 @@ static int is_linear(const fmt_tensor *t) {
 /* The outputs of quantizing one matrix: values, scales and (static activations) group sums, owned. */
 typedef struct qtensor {
     void *q;
-    void *scales; /* f16, or f32 for one scale per row */
+    void *scales; /* f16, or f32 for one scale per row; a GGUF's as they are (rt_add_scales) */
     void *mins;   /* NULL, or shaped and typed as the scales (a GGUF's mins, converted as they are) */
     int type;     /* KERN_* of q */
     float *wsum;
-    int scale_type; /* KERN_F16 or KERN_F32 */
+    int scale_type; /* KERN_F16, KERN_F32, or a K-quant's KERN_SCALE_S8 */
+    int sub_groups; /* KERN_SCALE_S8: groups per f16 factor, which follow the int8s d_at bytes in */
+    size_t d_at;
     uint64_t dims[2], sdims[2];
 } qtensor;
+
+/* A q8 or q4 matrix of the input program with its scales and mins as the loader reads them (the
+ * program opened, so they are there and shaped right; rt_add_scales names them). */
+static kern_mat source_mat(const fmt_file *f, const fmt_tensor *t) {
+    char name[128];
+    const fmt_tensor *tab[4];
+    static const char *const sfx[4] = {"scale", "min", "scale_d", "min_d"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", t->name, sfx[i]);
+        tab[i] = fmt_find_tensor(f, name);
+    }
+    int k = (int)t->dims[1], n_groups = (int)tab[0]->dims[1];
+    kern_mat m = {.w = t->data, .scales = tab[0]->data, .type = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4,
+                  .group = kern_q_group_of(k, n_groups),
+                  .scale_type = tab[0]->dtype == FMT_DT_Q8 ? KERN_SCALE_S8 : tab[0]->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32,
+                  .mins = tab[1] ? tab[1]->data : NULL};
+    if (m.scale_type == KERN_SCALE_S8) {
+        m.scale_d = tab[2]->data, m.min_d = tab[3] ? tab[3]->data : NULL;
+        m.sub_groups = n_groups / (int)tab[2]->dims[1];
+    }
+    return m;
+}
 
 /* The observed site whose activations feed a linear layer (calibrate.c's numbering), or -1. */
 static int site_of(const char *name, int n_layers, int tied) {
@@ -79,39 +103,44 @@ static void quant_task(void *ctx, int i, int nw) {
 /* A matrix that is already q8 or q4 (a GGUF's block types kept as they are) becomes i8 or i4, its own
  * width, under any integer-dot scheme (wtype i8 or i4: the scheme's width is for float matrices, so a
  * GGUF that mixes widths, as Q4_K_M does, converts whole): the same values in the integer-dot layout
- * and the same scales (ts, its NAME.scale) and mins (tm, its NAME.min, or NULL), nothing rounded a
- * second time. Weight-only schemes would round again: refused. */
-static etch_status repack_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
+ * and the same scales and mins (source_mat), nothing rounded a second time. Weight-only schemes would
+ * round again: refused. */
+static etch_status repack_matrix(const fmt_file *f, const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group,
                                  qtensor *out, etch_error *err) {
-    int src = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4;
+    int q8 = t->dtype == FMT_DT_Q8;
     if (!kern_is_int_dot(wtype))
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: it converts as it is only to %s, under an integer-dot scheme (8da8w, "
                          "8da4w, a8w8); quantize a program with float weights (f32, f16, bf16) for the others", t->name,
-                         fmt_dtype_name(t->dtype), src == KERN_Q8 ? "i8" : "i4");
-    out->type = src == KERN_Q8 ? KERN_I8 : KERN_I4;
+                         fmt_dtype_name(t->dtype), q8 ? "i8" : "i4");
+    out->type = q8 ? KERN_I8 : KERN_I4;
     int d = (int)t->dims[0], k = (int)t->dims[1]; /* the loader checked the shapes of both */
     int n_groups = ts ? (int)ts->dims[1] : 0, have = n_groups > 0 ? kern_q_group_of(k, n_groups) : 0;
-    if (!ts || (ts->dtype != FMT_DT_F16 && ts->dtype != FMT_DT_F32) || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
+    if (!ts || k % 2 || have > KERN_INT_GROUP_MAX || (have % 2 && have != k))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' (%s, %d columns, groups of %d) cannot be used for "
                          "integer dot products as it is", t->name, fmt_dtype_name(t->dtype), k, have);
     if (group > 0 && group != have && !(group >= k && have == k))
         return base_fail(err, ETCH_ERR_ARG, "tensor '%s' keeps its groups of %d when converted as it is: drop "
                          "--group-size %d", t->name, have, group);
-    size_t bytes = src == KERN_Q8 ? (size_t)d * k : (size_t)d * k / 2;
+    size_t bytes = q8 ? (size_t)d * k : (size_t)d * k / 2;
+    kern_mat src = source_mat(f, t);
     out->q = base_malloc(bytes);
-    out->scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
-    size_t sbytes = (size_t)d * n_groups * kern_wsize(out->scale_type);
-    out->scales = base_malloc(sbytes);
-    out->mins = tm ? base_malloc(sbytes) : NULL; /* the loader checked it is shaped as the scales */
-    if (!out->q || !out->scales || (tm && !out->mins)) {
+    out->scale_type = src.scale_type, out->sub_groups = src.sub_groups;
+    size_t n = (size_t)d * n_groups, sbytes = n * kern_wsize(out->scale_type);
+    size_t dbytes = out->scale_type == KERN_SCALE_S8 ? n / (size_t)src.sub_groups * sizeof(uint16_t) : 0;
+    out->d_at = sbytes;
+    out->scales = base_malloc(sbytes + dbytes);
+    out->mins = src.mins ? base_malloc(sbytes + dbytes) : NULL; /* the loader checked it is shaped as the scales */
+    if (!out->q || !out->scales || (src.mins && !out->mins)) {
         base_free(out->q), base_free(out->scales), base_free(out->mins);
         memset(out, 0, sizeof *out);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to convert '%s'", t->name);
     }
-    kern_to_int_dot(out->q, t->data, src, d, k);
-    memcpy(out->scales, ts->data, sbytes);
-    if (tm) memcpy(out->mins, tm->data, sbytes);
+    kern_to_int_dot(out->q, t->data, src.type, d, k);
+    memcpy(out->scales, src.scales, sbytes);
+    if (src.mins) memcpy(out->mins, src.mins, sbytes);
+    if (dbytes) memcpy((uint8_t *)out->scales + sbytes, src.scale_d, dbytes);
+    if (dbytes && src.mins) memcpy((uint8_t *)out->mins + sbytes, src.min_d, dbytes);
     out->dims[0] = out->sdims[0] = (uint64_t)d;
     out->dims[1] = (uint64_t)k;
     out->sdims[1] = (uint64_t)n_groups;
@@ -137,14 +166,14 @@ static int converts_as_is(const fmt_tensor *t, const fmt_tensor *ts, const fmt_t
 }
 
 /* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
- * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix goes to repack_matrix
- * with its scales ts and mins tm (a GGUF's Q4_1, Q4_K, Q5_1, Q5_K) when as_is (converts_as_is), else
- * its weights are rounded from their float values as a float matrix's are. */
-static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, const fmt_tensor *tm, int wtype, int group,
+ * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix (its scales ts, the
+ * input program f's) goes to repack_matrix when as_is (converts_as_is), else its weights are rounded
+ * from their float values as a float matrix's are. */
+static etch_status quantize_matrix(const fmt_file *f, const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group,
                                    int as_is, base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
     int q_in = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4;
-    if (as_is) return repack_matrix(t, ts, tm, wtype, group, out, err);
+    if (as_is) return repack_matrix(f, t, ts, wtype, group, out, err);
     if (!q_in && t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
                          "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
@@ -172,10 +201,7 @@ static etch_status quantize_matrix(const fmt_tensor *t, const fmt_tensor *ts, co
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate buffers to quantize '%s'", t->name);
     }
     kern_mat src = {.w = t->data, .type = t->dtype == FMT_DT_F32 ? KERN_F32 : t->dtype == FMT_DT_F16 ? KERN_F16 : KERN_BF16};
-    if (q_in) /* the program loader checked the scales' and mins' shapes and types */
-        src = (kern_mat){.w = t->data, .scales = ts->data, .type = t->dtype == FMT_DT_Q8 ? KERN_Q8 : KERN_Q4,
-                         .group = kern_q_group_of(k, (int)ts->dims[1]), .scale_type = ts->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32,
-                         .mins = tm ? tm->data : NULL};
+    if (q_in) src = source_mat(f, t);
     for (int o = 0; o < d; o++) kern_packed_row(rows + (size_t)o * k, &src, o, k);
     int qtype = wtype == KERN_I8 ? KERN_Q8 : wtype == KERN_I4 ? KERN_Q4 : wtype;
     out->type = wtype;
@@ -304,7 +330,8 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         const char *name = i < f.n_tensors ? t->name : "output.weight";
         int embd = i < f.n_tensors && !strcmp(name, "token_embd.weight");
         int type = embd ? etype : (i == f.n_tensors || is_linear(t)) ? wtype : -1, g = embd ? egroup : group;
-        int sfx = ends_with(name, ".scale") ? 6 : ends_with(name, ".min") ? 4 : 0;
+        int sfx = ends_with(name, ".scale") ? 6 : ends_with(name, ".min") ? 4 : ends_with(name, ".scale_d") ? 8
+                : ends_with(name, ".min_d") ? 6 : 0;
         if (type < 0 && i < f.n_tensors && sfx) { /* a quantized source's scales or mins */
             char base[112];
             snprintf(base, sizeof base, "%.*s", (int)(strlen(name) - (size_t)sfx), name);
@@ -325,19 +352,16 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         /* converted as it is: only an asked-for group counts */
         const fmt_tensor *ts = fmt_find_tensor(&f, sname);
         int kept = converts_as_is(t, ts, tm, type, is_static, i == f.n_tensors);
-        if ((st = quantize_matrix(t, ts, tm, type, kept ? opt->group_size : g, kept, pool, &qt[i], err)))
+        if ((st = quantize_matrix(&f, t, ts, type, kept ? opt->group_size : g, kept, pool, &qt[i], err)))
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};
         type = qt[i].type; /* a q8/q4 matrix converted as it is keeps its width */
         fmt_add_tensor(w, name, fmt_of[type], 2, qt[i].dims, qt[i].q);
-        fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].scales);
-        snprintf(sname, sizeof sname, "%s.min", name);
-        if (qt[i].mins) fmt_add_tensor(w, sname, qt[i].scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32, 2, qt[i].sdims, qt[i].mins);
+        rt_add_scales(w, name, qt[i].scale_type, qt[i].sub_groups, qt[i].sdims, qt[i].scales, qt[i].mins, qt[i].d_at);
         int site = is_static && kern_is_int_dot(type) ? site_of(name, n_layers, tied && !untie) : -1;
         if (site >= 0) { /* static activations: their scale and zero point, and the group sums they need */
-            kern_mat m = {.w = qt[i].q, .scales = qt[i].scales, .type = type,
-                          .group = kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1]), .scale_type = qt[i].scale_type};
+            kern_mat m = {.w = qt[i].q, .type = type, .group = kern_q_group_of((int)qt[i].dims[1], (int)qt[i].sdims[1])};
             if (!(qt[i].wsum = base_malloc((size_t)(qt[i].sdims[0] * qt[i].sdims[1]) * sizeof *qt[i].wsum))) {
                 st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the group sums of '%s'", name);
                 break;

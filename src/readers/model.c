@@ -86,7 +86,7 @@ static void scale_min_k4(int j, const uint8_t *q, int *sc, int *m) {
  * d * (scale - 32) * table[q] per 32. */
 void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
     const uint8_t *p = t->data;
-    w->min = 0.0f, w->min_f16 = -1;
+    w->min = 0.0f, w->min_f16 = -1, w->d_f16 = w->dmin_f16 = -1, w->sub = w->sub_min = 0;
     int j = (int)(i % 32), lo = j < 16;
     switch (t->src_type) {
     case IMP_Q8_0: case IMP_Q4_0: case IMP_Q4_1: case IMP_IQ4_NL: {
@@ -120,16 +120,16 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
               : quarter == 2 ? (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4
                              : (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4;
         w->q = q - 32, w->scale_f16 = -1;
-        w->scale = kern_f16_to_f32((uint16_t)half_bits(b + 208)) * (float)sc[is + 2 * quarter];
-        return;
+        w->d_f16 = half_bits(b + 208), w->sub = sc[is + 2 * quarter];
+        break;
     }
     case IMP_IQ4_XS: { /* f16 d, u16 scales_h, scales_l[4], qs[128] */
         int e = (int)(i % 256), sb = e / 32;
         const uint8_t *b = p + (i / 256) * 136, *qs = b + 8 + 16 * sb;
         int ls = ((b[4 + sb / 2] >> 4 * (sb % 2)) & 0xF) | ((half_bits(b + 2) >> 2 * sb) & 3) << 4;
         w->q = gguf_iq4nl_table[lo ? qs[j] & 0x0F : qs[j - 16] >> 4], w->scale_f16 = -1;
-        w->scale = kern_f16_to_f32((uint16_t)half_bits(b)) * (float)(ls - 32);
-        return;
+        w->d_f16 = half_bits(b), w->sub = ls - 32;
+        break;
     }
     default: { /* Q4_K, Q5_K */
         int e = (int)(i % 256), k4 = t->src_type == IMP_Q4_K;
@@ -140,10 +140,14 @@ void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w) {
         w->q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
         if (!k4 && (qh[l] & (1 << (2 * c + high)))) w->q += 16;
         w->scale_f16 = -1;
-        w->scale = kern_f16_to_f32((uint16_t)half_bits(b)) * (float)sc;
-        w->min = -(kern_f16_to_f32((uint16_t)half_bits(b + 2)) * (float)mn);
-        return;
+        w->d_f16 = half_bits(b), w->sub = sc, w->dmin_f16 = half_bits(b + 2), w->sub_min = -mn;
+        w->min = -(kern_f16_to_f32((uint16_t)w->dmin_f16) * (float)mn); /* GGML's sign of a zero min */
+        break;
     }
+    }
+    if (w->d_f16 >= 0) { /* an exact product (an f16 times an integer of at most 8 bits), as the kernels form it */
+        w->scale = kern_f16_to_f32((uint16_t)w->d_f16) * (float)w->sub;
+        return;
     }
     w->scale = kern_f16_to_f32((uint16_t)w->scale_f16);
     if (w->min_f16 >= 0) w->min = kern_f16_to_f32((uint16_t)w->min_f16);
@@ -156,6 +160,9 @@ int imp_int_group(int src_type) {
     case IMP_Q6_K: return 16;
     }
     return 0;
+}
+int imp_sub_groups(int src_type) {
+    return src_type == IMP_Q6_K ? 16 : src_type == IMP_Q4_K || src_type == IMP_Q5_K || src_type == IMP_IQ4_XS ? 8 : 0;
 }
 int imp_int_has_min(int src_type) {
     return src_type == IMP_Q4_1 || src_type == IMP_Q5_1 || src_type == IMP_Q4_K || src_type == IMP_Q5_K;

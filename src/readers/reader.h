@@ -80,11 +80,17 @@ float imp_tensor_at(const imp_tensor *t, size_t i);
  * Q4_K, Q5_K). q * scale is exact in f32 for all of them (the products fit in 24 bits). */
 int imp_int_group(int src_type);
 int imp_int_has_min(int src_type);
+/* The K-quants (Q4_K, Q5_K, Q6_K) and IQ4_XS scale a group by an f16 per 256 weights times the group's
+ * small integer: the groups that share one f16 (8, Q6_K 16), or 0 for the types with one f16 per group. */
+int imp_sub_groups(int src_type);
 typedef struct imp_qweight {
     int q;                      /* Q8_0 -128..127, Q4_0 -8..7, Q5_0 -16..15, Q6_K -32..31, IQ4_NL and IQ4_XS
                                  * -127..113 (the table's entry); Q4_1, Q4_K 0..15; Q5_1, Q5_K 0..31 */
     float scale, min;           /* the group's; min 0 without mins (Q4_K's: -(dmin * sub-block min)) */
     int32_t scale_f16, min_f16; /* their f16 bits where the type stores each as one f16, else -1 */
+    int32_t d_f16, dmin_f16;    /* imp_sub_groups > 0: the f16 bits of the block's d and dmin (-1 without mins) */
+    int sub, sub_min;           /* ... and the group's integers: scale = d * sub, min = dmin * sub_min (as a
+                                 * value; -(dmin * -sub_min) where the sign of a zero counts) */
 } imp_qweight;
 /* Weight i of a tensor of a block type (imp_int_group > 0), taken apart. */
 void imp_qweight_at(const imp_tensor *t, size_t i, imp_qweight *w);

@@ -241,11 +241,58 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     return ETCH_OK;
 }
 
+void rt_add_scales(fmt_writer *w, const char *name, int scale_type, int sub_groups, const uint64_t sdims[2],
+                   const void *scales, const void *mins, size_t d_at) {
+    uint32_t dt = scale_type == KERN_SCALE_S8 ? FMT_DT_Q8 : scale_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32;
+    uint64_t ddims[2] = {sdims[0], sub_groups > 0 ? sdims[1] / (uint64_t)sub_groups : 0};
+    const void *tabs[2] = {scales, mins};
+    for (int i = 0; i < 2; i++) {
+        if (!tabs[i]) continue;
+        char sname[128];
+        snprintf(sname, sizeof sname, "%s.%s", name, i ? "min" : "scale");
+        fmt_add_tensor(w, sname, dt, 2, sdims, tabs[i]);
+        if (scale_type != KERN_SCALE_S8) continue;
+        snprintf(sname, sizeof sname, "%s.%s", name, i ? "min_d" : "scale_d");
+        fmt_add_tensor(w, sname, FMT_DT_F16, 2, ddims, (const uint8_t *)tabs[i] + d_at);
+    }
+}
+
+/* A quantized matrix's scales or mins ('<name><suffix>') as the loader finds them: f32 or f16
+ * [prows, n_groups], or two levels (KERN_SCALE_S8): int8, dtype q8, [prows, n_groups] with f16
+ * factors '<name><suffix>_d' [prows, n_groups / sub_groups], sub_groups a power of two dividing n_groups. A table of
+ * mins (is_min) must be stored as the scales are (m->scale_type, m->sub_groups). */
+static etch_status need_scales(etch_program *p, const char *path, const char *name, const char *suffix, int is_min,
+                               uint64_t prows, int n_groups, kern_mat *m, etch_error *err) {
+    char sname[112];
+    snprintf(sname, sizeof sname, "%s%s", name, suffix);
+    const fmt_tensor *s = fmt_find_tensor(&p->file, sname);
+    int type = s->dtype == FMT_DT_Q8 ? KERN_SCALE_S8 : s->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
+    if (is_min && type != m->scale_type)
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' is %s where the scales are %s", path, sname,
+                         fmt_dtype_name(s->dtype), m->scale_type == KERN_SCALE_S8 ? "q8" : m->scale_type == KERN_F16 ? "f16" : "f32");
+    const void **tab = is_min ? &m->mins : &m->scales;
+    etch_status st = need_tensor(p, path, sname, type == KERN_SCALE_S8 ? FMT_DT_Q8 : type == KERN_F16 ? FMT_DT_F16 : FMT_DT_F32,
+                                 prows, (uint64_t)n_groups, tab, err);
+    if (st) return st;
+    m->scale_type = type;
+    if (type != KERN_SCALE_S8) return ETCH_OK;
+    snprintf(sname, sizeof sname, "%s%s_d", name, suffix);
+    const fmt_tensor *d = fmt_find_tensor(&p->file, sname);
+    uint64_t n_d = d && d->ndim == 2 ? d->dims[1] : 0;
+    uint64_t per = n_d ? (uint64_t)n_groups / n_d : 0;
+    if (!n_d || n_groups % n_d || (per & (per - 1)) || (is_min && (uint64_t)(n_groups / m->sub_groups) != n_d))
+        return base_fail(err, ETCH_ERR_FORMAT, "%s: int8 scales '%s%s' need f16 factors '%s' [%llu, %d / a power of two%s]",
+                         path, name, suffix, sname, (unsigned long long)prows, n_groups, is_min ? ", as the scales'" : "");
+    m->sub_groups = n_groups / (int)n_d;
+    return need_tensor(p, path, sname, FMT_DT_F16, prows, n_d, (const void **)(is_min ? &m->min_d : &m->scale_d), err);
+}
+
 /* A weight matrix [rows, cols] (rows padded to a panel): f32, f16, bf16, or q8/q4/i8/i4 with its
- * scales in '<name>.scale', f16 or f32 [padded rows, n_groups], the group size following from cols and
- * n_groups, and maybe mins in '<name>.min', of the scales' type and shape (kern_mat.mins). i8/i4 (int8 activations) need an even cols and even groups of at most
- * KERN_INT_GROUP_MAX, and may carry static activation parameters '<name>.act' (f32 [2]: scale,
- * zero point) with their group sums '<name>.wsum' (f32, shaped as the scales). */
+ * scales in '<name>.scale' [padded rows, n_groups] (need_scales), the group size following from cols and
+ * n_groups, and maybe mins in '<name>.min', of the scales' type and shape (kern_mat.mins). i8/i4 (int8
+ * activations) need an even cols and even groups of at most KERN_INT_GROUP_MAX, and may carry static
+ * activation parameters '<name>.act' (f32 [2]: scale, zero point) with their group sums '<name>.wsum'
+ * (f32, shaped as the scales). */
 static etch_status need_matrix(etch_program *p, const char *path, const char *name, uint64_t rows, uint64_t cols,
                                kern_mat *m, etch_error *err) {
     const fmt_tensor *t = fmt_find_tensor(&p->file, name);
@@ -269,14 +316,9 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
     if (kern_q_groups((int)cols, m->group) != n_groups)
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has %d groups, which no group size gives for %llu columns",
                          path, sname, n_groups, (unsigned long long)cols);
-    m->scale_type = s->dtype == FMT_DT_F16 ? KERN_F16 : KERN_F32;
-    if ((st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
-                          &m->scales, err)))
-        return st;
+    if ((st = need_scales(p, path, name, ".scale", 0, prows, n_groups, m, err))) return st;
     snprintf(sname, sizeof sname, "%s.min", name); /* a GGUF's Q4_1/Q4_K/Q5_1/Q5_K: w = u * scale + min */
-    if (fmt_find_tensor(&p->file, sname) &&
-        (st = need_tensor(p, path, sname, s->dtype == FMT_DT_F16 ? FMT_DT_F16 : FMT_DT_F32, prows, (uint64_t)n_groups,
-                          &m->mins, err)))
+    if (fmt_find_tensor(&p->file, sname) && (st = need_scales(p, path, name, ".min", 1, prows, n_groups, m, err)))
         return st;
     if (!kern_is_int_dot(m->type)) return ETCH_OK;
     if (cols % 2 || m->group % 2 || m->group > KERN_INT_GROUP_MAX)
@@ -375,7 +417,9 @@ static etch_status load_weights(etch_program *p, const char *path, etch_error *e
         const char *dot = strrchr(t->name, '.');
         /* quantization scales and mins, a8w8's group sums (.wsum) and activation parameters (.act) are
          * derived from the weights, not parameters */
-        if (dot && (!strcmp(dot, ".scale") || !strcmp(dot, ".min") || !strcmp(dot, ".wsum") || !strcmp(dot, ".act"))) continue;
+        if (dot && (!strcmp(dot, ".scale") || !strcmp(dot, ".min") || !strcmp(dot, ".scale_d") || !strcmp(dot, ".min_d") ||
+                    !strcmp(dot, ".wsum") || !strcmp(dot, ".act")))
+            continue;
         uint64_t count = 1;
         for (uint32_t d = 0; d < t->ndim; d++) count *= t->dims[d];
         p->n_params += count;

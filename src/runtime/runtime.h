@@ -147,6 +147,12 @@ void rt_cancel_clear(etch_session *s);
  * (a fmt_check_fn): it opens tmp_path with every check a runtime makes. user is the destination path
  * as the caller gave it; a message names that, not the temporary. */
 etch_status rt_check_written(const char *tmp_path, void *user, etch_error *err);
+/* The exporter's and quantizer's way to add a quantized matrix's scales and mins (NULL: none) under the
+ * names the loader reads: '<name>.scale' and '<name>.min' [sdims] of scale_type (KERN_F32, KERN_F16, or
+ * KERN_SCALE_S8 as int8, dtype q8, with their f16 factors '<name>.scale_d' and '<name>.min_d'
+ * [sdims[0], sdims[1] / sub_groups] d_at bytes into each buffer). The writer keeps the pointers. */
+void rt_add_scales(fmt_writer *w, const char *name, int scale_type, int sub_groups, const uint64_t sdims[2],
+                   const void *scales, const void *mins, size_t d_at);
 
 /* Records a message in the session and returns st. */
 etch_status rt_fail(etch_session *s, etch_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -48,17 +48,27 @@ def read(blob, tensors, name, dims_override=None):
     raise SystemExit(f"{name}: dtype {dtype} is not one this check reads")
 
 
+def scales(blob, tensors, name, rows, groups):
+    """A table of scales or mins as f32 [rows, groups]: f16 or f32, or int8 times the f16 factor
+    NAME_d shared by groups / its columns consecutive groups (exact in f32)."""
+    s = unpanel(read(blob, tensors, name), rows, groups).astype(np.float32)
+    if tensors[name][0] != "q8":
+        return s
+    n_d = tensors[name + "_d"][1][1]
+    d = unpanel(read(blob, tensors, name + "_d"), rows, n_d)
+    return s * np.repeat(d, groups // n_d, axis=1)
+
+
 def kept_weights(blob, tensors, name, rows, cols):
     dtype = tensors[name][0]
     q = unpanel(read(blob, tensors, name), rows, cols).astype(np.float32)
     sdims = tensors[name + ".scale"][1]
     groups = sdims[1]
     group = cols // groups
-    scale = unpanel(read(blob, tensors, name + ".scale"), rows, groups).astype(np.float32)
-    scale = np.repeat(scale, group, axis=1)
+    scale = np.repeat(scales(blob, tensors, name + ".scale", rows, groups), group, axis=1)
     if name + ".min" not in tensors:
         return q * scale
-    mins = np.repeat(unpanel(read(blob, tensors, name + ".min"), rows, groups).astype(np.float32), group, axis=1)
+    mins = np.repeat(scales(blob, tensors, name + ".min", rows, groups), group, axis=1)
     u = q + 8 if dtype == "q4" else q
     return u * scale + mins  # float32: the product is exact, the sum rounds once, as GGML's
 

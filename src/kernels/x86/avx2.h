@@ -42,16 +42,39 @@ static INLINE __m256 load_cols(const float *y, int cols) {
     return _mm256_loadu_ps(t);
 }
 
-/* The 16 rows' scales of group g of a panel as f32 (f16 widened exactly): rows 0..7 in *s0, 8..15 in *s1. */
-static INLINE void scales16(const void *sc, int sc16, int n_groups, int panel, int g, __m256 *s0, __m256 *s1) {
-    size_t i = ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL;
-    if (sc16) {
-        const __m128i *p = (const __m128i *)((const uint16_t *)sc + i);
+/* A quantized matrix's scales or mins as the kernels read them (kern_mat: scales or mins with their
+ * scale_type; KERN_SCALE_S8 with its f16 factors, scale_d or min_d). v NULL: none (a matrix without mins). */
+typedef struct qscales {
+    const void *v;
+    const uint16_t *d;
+    int type, n_groups, sub_groups;
+} qscales;
+static INLINE qscales qscales_of(const kern_mat *km, int mins, int n_groups) {
+    return (qscales){mins ? km->mins : km->scales, mins ? km->min_d : km->scale_d, km->scale_type, n_groups,
+                     km->sub_groups};
+}
+static INLINE size_t qscales_at(const qscales *s, int panel, int g) {
+    return ((size_t)panel * (size_t)s->n_groups + (size_t)g) * KERN_PANEL;
+}
+
+/* The 16 rows' scales of group g of a panel as f32 (f16 widened exactly; two levels multiplied, exact):
+ * rows 0..7 in *s0, 8..15 in *s1. */
+static INLINE void scales16(const qscales *s, int panel, int g, __m256 *s0, __m256 *s1) {
+    size_t i = qscales_at(s, panel, g);
+    if (s->type == KERN_SCALE_S8) {
+        const uint16_t *d = s->d + kern_scale_d_index(i, s->sub_groups);
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)((const int8_t *)s->v + i));
+        *s0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d)),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)));
+        *s1 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(d + 8))),
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8))));
+    } else if (s->type == KERN_F16) {
+        const __m128i *p = (const __m128i *)(const void *)((const uint16_t *)s->v + i);
         *s0 = _mm256_cvtph_ps(_mm_loadu_si128(p));
         *s1 = _mm256_cvtph_ps(_mm_loadu_si128(p + 1));
     } else {
-        *s0 = _mm256_loadu_ps((const float *)sc + i);
-        *s1 = _mm256_loadu_ps((const float *)sc + i + 8);
+        *s0 = _mm256_loadu_ps((const float *)s->v + i);
+        *s1 = _mm256_loadu_ps((const float *)s->v + i + 8);
     }
 }
 
@@ -61,10 +84,15 @@ static INLINE __mmask16 cols_mask(int cols) {
     return cols >= 16 ? (__mmask16)0xFFFF : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);
 }
 /* scales16 in one zmm register. */
-static INLINE __m512 scales16_z(const void *sc, int sc16, int n_groups, int panel, int g) {
-    size_t i = ((size_t)panel * n_groups + (size_t)g) * KERN_PANEL;
-    if (sc16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)sc + i)));
-    return _mm512_loadu_ps((const float *)sc + i);
+static INLINE __m512 scales16_z(const qscales *s, int panel, int g) {
+    size_t i = qscales_at(s, panel, g);
+    if (s->type == KERN_SCALE_S8) {
+        const uint16_t *d = s->d + kern_scale_d_index(i, s->sub_groups);
+        __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)((const int8_t *)s->v + i))));
+        return _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)d)), v);
+    }
+    if (s->type == KERN_F16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)s->v + i)));
+    return _mm512_loadu_ps((const float *)s->v + i);
 }
 #endif
 
@@ -74,13 +102,16 @@ static INLINE __m512 scales16_z(const void *sc, int sc16, int n_groups, int pane
  * for the scales (and mins) of group g of its four panels a few groups early. The other GEMVs do not
  * stall there and go without (DESIGN.md, "How near weight-only Q4 is to its ceiling"). */
 #define Q_SCALES_AHEAD 2
-static INLINE void prefetch_scales4(const void *sc, const void *mn, int sc16, int n_groups, int panel, int g) {
-    if (g >= n_groups) return;
-    size_t size = sc16 ? 2 : 4;
+static INLINE void prefetch_scales1(const qscales *s, int panel, int g) {
+    size_t i = qscales_at(s, panel, g);
+    _mm_prefetch((const char *)s->v + i * (size_t)(s->type == KERN_F32 ? 4 : s->type == KERN_F16 ? 2 : 1), _MM_HINT_T0);
+    if (s->type == KERN_SCALE_S8) _mm_prefetch((const char *)(s->d + kern_scale_d_index(i, s->sub_groups)), _MM_HINT_T0);
+}
+static INLINE void prefetch_scales4(const qscales *sc, const qscales *mn, int panel, int g) {
+    if (g >= sc->n_groups) return;
     for (int p = 0; p < 4; p++) {
-        size_t at = ((size_t)(panel + p) * n_groups + (size_t)g) * KERN_PANEL * size;
-        _mm_prefetch((const char *)sc + at, _MM_HINT_T0);
-        if (mn) _mm_prefetch((const char *)mn + at, _MM_HINT_T0);
+        prefetch_scales1(sc, panel + p, g);
+        if (mn->v) prefetch_scales1(mn, panel + p, g);
     }
 }
 
@@ -100,14 +131,13 @@ static inline float q4_xsum(const float *x, int b, int e) {
 /* A weight-only quantized matrix (Q8 or Q4) around its panels (avx2_float.c). */
 typedef struct qmat {
     const uint8_t *q;
-    const void *sc;
-    int k, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+    qscales sc, mn;    /* the scales, and the mins (mn.v NULL without) */
+    int k, n_groups, group;
     size_t step_bytes; /* 16 (Q8) or 8 (Q4) */
-    const void *mn;    /* the mins, as sc, or NULL (kern_mat) */
     float q4_off;      /* kern_q4_offset: 8, or 0 with mins */
 } qmat;
 /* Whether a group's sum of x is needed: Q4's offset and the mins. */
-static INLINE int q_need_xsum(int type, const qmat *m) { return type == KERN_Q4 || m->mn; }
+static INLINE int q_need_xsum(int type, const qmat *m) { return type == KERN_Q4 || m->mn.v; }
 
 /* The rows of a chunk x one or two panels (cols up to 32: two when more than 16) over whole groups
  * g0 .. g1-1, widened to f32 in blk from step kb (16 floats per step: rows 0..7 as avx2_float.c's

@@ -111,7 +111,7 @@ static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs, float off) {
 /* y + the group's mins times its sum of x, for a matrix with mins (after the scale's FMA). */
 static INLINE void q_add_mins(const qmat *m, int panel, int g, float xs, __m256 *y0, __m256 *y1) {
     __m256 m0, m1, x = _mm256_set1_ps(xs);
-    scales16(m->mn, m->sc16, m->n_groups, panel, g, &m0, &m1);
+    scales16(&m->mn, panel, g, &m0, &m1);
     *y0 = _mm256_fmadd_ps(m0, x, *y0);
     *y1 = _mm256_fmadd_ps(m1, x, *y1);
 }
@@ -148,12 +148,12 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q4_fix_pair(&a[2 * p], &a[2 * p + 1], xs, m->q4_off);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             __m256 s0, s1;
-            scales16(m->sc, m->sc16, m->n_groups, panel + p, g, &s0, &s1);
+            scales16(&m->sc, panel + p, g, &s0, &s1);
             float *yp = y + 16 * p;
             __m256 y0 = g ? _mm256_loadu_ps(yp) : _mm256_setzero_ps(), y1 = g ? _mm256_loadu_ps(yp + 8) : _mm256_setzero_ps();
             y0 = _mm256_fmadd_ps(a[2 * p], s0, y0);
             y1 = _mm256_fmadd_ps(a[2 * p + 1], s1, y1);
-            if (m->mn) q_add_mins(m, panel + p, g, xs, &y0, &y1);
+            if (m->mn.v) q_add_mins(m, panel + p, g, xs, &y0, &y1);
             _mm256_storeu_ps(yp, y0);
             _mm256_storeu_ps(yp + 8, y1);
         }
@@ -187,11 +187,11 @@ static INLINE void tile_groups(int type, float *y, int ldy, const float *x, int 
                 xs[r] = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
         if (type == KERN_Q4) _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) q4_fix_pair(&p0[r], &p1[r], xs[r], m->q4_off);
         __m256 s0, s1;
-        scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
+        scales16(&m->sc, panel, g, &s0, &s1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             a0[r] = _mm256_fmadd_ps(p0[r], s0, a0[r]);
             a1[r] = _mm256_fmadd_ps(p1[r], s1, a1[r]);
-            if (m->mn) q_add_mins(m, panel, g, xs[r], &a0[r], &a1[r]);
+            if (m->mn.v) q_add_mins(m, panel, g, xs[r], &a0[r], &a1[r]);
         }
     }
     _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
@@ -256,8 +256,8 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
     kern_q_tiles_fn tiles = hooks ? hooks->tiles : NULL;
     kern_q_long_fn long_tiles = hooks ? hooks->long_tiles : NULL;
     int n_groups = kern_q_groups(k, km->group);
-    qmat m = {km->w, km->scales, k, n_groups, km->group, km->scale_type == KERN_F16, type == KERN_Q8 ? 16 : 8,
-              km->mins, kern_q4_offset(km)};
+    qmat m = {km->w, qscales_of(km, 0, n_groups), qscales_of(km, 1, n_groups), k, n_groups, km->group,
+              type == KERN_Q8 ? 16 : 8, kern_q4_offset(km)};
     int p_begin = ob;
     float blk[2 * Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
     float xsum[Q_XSUM];
@@ -320,7 +320,7 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                         else tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
                     }
                     __m256 s0, s1;
-                    scales16(m.sc, m.sc16, n_groups, panel, g, &s0, &s1);
+                    scales16(&m.sc, panel, g, &s0, &s1);
                     for (int r = 0; r < rows; r++) {
                         float *yo = yr + (size_t)r * ldy;
                         __m256 y0 = g ? load_cols(yo, cols) : _mm256_setzero_ps();
@@ -331,7 +331,7 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                         if (type == KERN_Q4) q4_fix_pair(&q0, &q1, xs, m.q4_off);
                         y0 = _mm256_fmadd_ps(q0, s0, y0);
                         y1 = _mm256_fmadd_ps(q1, s1, y1);
-                        if (m.mn) q_add_mins(&m, panel, g, xs, &y0, &y1);
+                        if (m.mn.v) q_add_mins(&m, panel, g, xs, &y0, &y1);
                         store_cols(yo, y0, y1, cols);
                     }
                 }

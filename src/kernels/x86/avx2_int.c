@@ -47,7 +47,7 @@ static INLINE void i_gemv4(int type, float *y, const kern_qx *x, const imat *m, 
                 d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_madd_epi16(hi, xv));
             }
         }
-        int32_t xs = m->mn ? i_xsum(x, m, 0, b, e) : 0;
+        int32_t xs = m->mn.v ? i_xsum(x, m, 0, b, e) : 0;
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             i_join(m, panel + p, g, x->zero[0], d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
             i_join_min(m, panel + p, g, xs, &acc[2 * p], &acc[2 * p + 1]);
@@ -165,7 +165,7 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         i_offset(i_unit(type, m, 0), x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-            i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+            i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
         }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
@@ -173,8 +173,8 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
 
 static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
                                  int k, int ob, int oe, const int32_t *goff) {
-    int n_groups = kern_q_groups(k, km->group);
-    imat m = {km->w, km->scales, km->wsum, k, k / 2, n_groups, km->group, km->scale_type == KERN_F16, goff, km->mins};
+    imat m = imat_of(km, k, goff);
+    int n_groups = m.n_groups;
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
     if (n == 1)
@@ -246,7 +246,7 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
 }
 
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
-    imat m = {.mn = w->mins};
+    imat m = {.mn = {.v = w->mins}};
     int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = i_unit(w->type, &m, 1);
     for (int r = 0; r < n; r++) {
         const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);

@@ -8,19 +8,23 @@
 
 typedef struct imat {
     const uint8_t *w;
-    const void *sc;
+    qscales sc, mn;      /* the scales, and the mins (mn.v NULL without: kern_mat.mins) */
     const float *wsum;
-    int k, half, n_groups, group, sc16; /* sc16: the scales are f16 (else f32) */
+    int k, half, n_groups, group;
     const int32_t *goff; /* NULL, or [n rows, n_groups]: the weights' offset off each row's group sums
                           * (unit times the input's sum over the group), computed once per call */
-    const void *mn;      /* the mins, as sc, or NULL (kern_mat.mins) */
 } imat;
+static INLINE imat imat_of(const kern_mat *km, int k, const int32_t *goff) {
+    int n_groups = kern_q_groups(k, km->group);
+    return (imat){km->w, qscales_of(km, 0, n_groups), qscales_of(km, 1, n_groups), km->wsum, k, k / 2, n_groups,
+                  km->group, goff};
+}
 
 /* The offset of a type's unsigned weights, per unit of the input's sum: I4's stored nibble is value +
  * 8 (with mins the nibble is the value: 0); I8's byte is value + 128 where vpdpbusd reads it unsigned
  * (vnni), the value itself elsewhere. */
 static INLINE int i_unit(int type, const imat *m, int vnni) {
-    return type == KERN_I8 ? (vnni ? 128 : 0) : m->mn ? 0 : 8;
+    return type == KERN_I8 ? (vnni ? 128 : 0) : m->mn.v ? 0 : 8;
 }
 
 /* Row `row`'s input sum over pair steps b .. e-1 (from its prefix sums). */
@@ -31,9 +35,9 @@ static INLINE int32_t i_xsum(const kern_qx *x, const imat *m, int row, int b, in
 
 /* With mins: acc += min * xs, xs the row's input sum over group g, for 16 rows (after i_join). */
 static INLINE void i_join_min(const imat *m, int panel, int g, int32_t xs, __m256 *a0, __m256 *a1) {
-    if (!m->mn) return;
+    if (!m->mn.v) return;
     __m256 n0, n1, v = _mm256_set1_ps((float)xs);
-    scales16(m->mn, m->sc16, m->n_groups, panel, g, &n0, &n1);
+    scales16(&m->mn, panel, g, &n0, &n1);
     *a0 = _mm256_fmadd_ps(n0, v, *a0);
     *a1 = _mm256_fmadd_ps(n1, v, *a1);
 }
@@ -48,7 +52,7 @@ static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i
         d1 = _mm256_sub_epi32(d1, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si + 8))));
     }
     __m256 s0, s1;
-    scales16(m->sc, m->sc16, m->n_groups, panel, g, &s0, &s1);
+    scales16(&m->sc, panel, g, &s0, &s1);
     *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), s0, *a0);
     *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, *a1);
 }
@@ -125,7 +129,7 @@ static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int 
     sums_load(y, ldy, g, R, cols, a0, a1);
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-        i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, gb, ge) : 0, &a0[r], &a1[r]);
+        i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, gb, ge) : 0, &a0[r], &a1[r]);
     }
     sums_store(y, ldy, x, r0, g == m->n_groups - 1, R, cols, a0, a1);
 }

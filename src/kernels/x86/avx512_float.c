@@ -122,15 +122,15 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
                 p0[r] = q4_fix16(p0[r], xs[r], m->q4_off);
                 if (P > 1) p1[r] = q4_fix16(p1[r], xs[r], m->q4_off);
             }
-        __m512 s0 = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
-        __m512 s1 = P > 1 ? scales16_z(m->sc, m->sc16, m->n_groups, panel + 1, g) : s0;
+        __m512 s0 = scales16_z(&m->sc, panel, g);
+        __m512 s1 = P > 1 ? scales16_z(&m->sc, panel + 1, g) : s0;
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
             a0[r] = _mm512_fmadd_ps(p0[r], s0, a0[r]);
             if (P > 1) a1[r] = _mm512_fmadd_ps(p1[r], s1, a1[r]);
         }
-        if (m->mn) { /* + the mins times the sums of x, as the twin */
-            __m512 n0 = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
-            __m512 n1 = P > 1 ? scales16_z(m->mn, m->sc16, m->n_groups, panel + 1, g) : n0;
+        if (m->mn.v) { /* + the mins times the sums of x, as the twin */
+            __m512 n0 = scales16_z(&m->mn, panel, g);
+            __m512 n1 = P > 1 ? scales16_z(&m->mn, panel + 1, g) : n0;
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
                 a0[r] = _mm512_fmadd_ps(n0, _mm512_set1_ps(xs[r]), a0[r]);
                 if (P > 1) a1[r] = _mm512_fmadd_ps(n1, _mm512_set1_ps(xs[r]), a1[r]);
@@ -221,7 +221,7 @@ static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int pane
     for (int g = 0; g < m->n_groups; g++) {
         int b = g * m->group, e = group_end_at(g, m->group, m->k);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_setzero_ps();
-        prefetch_scales4(m->sc, m->mn, m->sc16, m->n_groups, panel, g + Q_SCALES_AHEAD);
+        prefetch_scales4(&m->sc, &m->mn, panel, g + Q_SCALES_AHEAD);
         for (int kk = b; kk < e; kk++) {
             __m512 xb = _mm512_set1_ps(x[kk]);
             if (!(kk & 3))
@@ -233,8 +233,8 @@ static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int pane
         float xs = !q_need_xsum(type, m) ? 0.0f : xsum ? xsum[g] : q4_xsum(x, b, e);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
             if (type == KERN_Q4) a[p] = q4_fix16(a[p], xs, m->q4_off);
-            acc[p] = _mm512_fmadd_ps(a[p], scales16_z(m->sc, m->sc16, m->n_groups, panel + p, g), acc[p]);
-            if (m->mn) acc[p] = _mm512_fmadd_ps(scales16_z(m->mn, m->sc16, m->n_groups, panel + p, g), _mm512_set1_ps(xs), acc[p]);
+            acc[p] = _mm512_fmadd_ps(a[p], scales16_z(&m->sc, panel + p, g), acc[p]);
+            if (m->mn.v) acc[p] = _mm512_fmadd_ps(scales16_z(&m->mn, panel + p, g), _mm512_set1_ps(xs), acc[p]);
         }
     }
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm512_storeu_ps(y + 16 * p, acc[p]);

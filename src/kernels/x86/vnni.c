@@ -114,7 +114,7 @@ static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         i_offset(i_unit(type, m, 1), x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-            i_join_min(m, panel, g, m->mn ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+            i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
         }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
@@ -170,7 +170,7 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
         }
-        __m512 s = scales16_z(m->sc, m->sc16, m->n_groups, panel, g);
+        __m512 s = scales16_z(&m->sc, panel, g);
         if (zp) {
             size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
             __m512i ws = _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si));
@@ -178,8 +178,8 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
                 d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
         }
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
-        if (m->mn) { /* + the mins times the rows' input sums over the group, as the twin */
-            __m512 mn = scales16_z(m->mn, m->sc16, m->n_groups, panel, g);
+        if (m->mn.v) { /* + the mins times the rows' input sums over the group, as the twin */
+            __m512 mn = scales16_z(&m->mn, panel, g);
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
         }
@@ -311,15 +311,15 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)
                 d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 1), _mm512_set1_epi32(xb[st]));
         _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
-            __m512 sc = scales16_z(m->sc, m->sc16, m->n_groups, p0 + p, g);
+            __m512 sc = scales16_z(&m->sc, p0 + p, g);
             __m512i t = _mm512_add_epi32(d[p], d2[p]);
             if (x->zero[0]) {
                 size_t si = ((size_t)(p0 + p) * m->n_groups + (size_t)g) * KERN_PANEL;
                 t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
             }
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[p]);
-            if (m->mn)
-                acc[p] = _mm512_fmadd_ps(scales16_z(m->mn, m->sc16, m->n_groups, p0 + p, g), _mm512_set1_ps((float)i_xsum(x, m, 0, b, e)), acc[p]);
+            if (m->mn.v)
+                acc[p] = _mm512_fmadd_ps(scales16_z(&m->mn, p0 + p, g), _mm512_set1_ps((float)i_xsum(x, m, 0, b, e)), acc[p]);
         }
     }
     __m512 xs = _mm512_set1_ps(x->scale[0]);
@@ -331,8 +331,7 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
     if (n == 1) {
-        int n_groups = kern_q_groups(k, w->group);
-        imat m = {w->w, w->scales, w->wsum, k, k / 2, n_groups, w->group, w->scale_type == KERN_F16, NULL, w->mins};
+        imat m = imat_of(w, k, NULL);
         for (int p0 = ob; p0 < oe; p0 += 4 * KERN_PANEL) {
             int rest = oe - p0, P = (rest + KERN_PANEL - 1) / KERN_PANEL, cols = rest - (P - 1) * KERN_PANEL;
             if (P > 4) P = 4, cols = KERN_PANEL;
