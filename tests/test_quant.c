@@ -35,6 +35,17 @@ static const char *tensor_dtype(const etch_program *p, const char *name) {
     return NULL;
 }
 
+/* Every metadata entry of f into w, as it is. */
+static void copy_meta(fmt_writer *w, const fmt_file *f) {
+    for (uint32_t i = 0; i < f->n_meta; i++) {
+        const fmt_meta *m = &f->meta[i];
+        if (m->type == FMT_I32) fmt_put_i32s(w, m->key, m->data, m->count);
+        else if (m->type == FMT_F32) fmt_put_f32s(w, m->key, m->data, m->count);
+        else if (m->type == FMT_STR) fmt_put_str(w, m->key, m->data);
+        else fmt_put_bytes(w, m->key, m->data, m->count);
+    }
+}
+
 /* A copy of program in with every NAME.scale widened to f32: the layout etch wrote before its scales
  * became f16; and two-level scales and mins (int8 NAME.scale and NAME.min times their f16 NAME.scale_d
  * and NAME.min_d) as their f32 products, the layout etch wrote for a GGUF's K-quants before
@@ -45,13 +56,7 @@ static int widen_scales(const char *in, const char *out) {
     if (fmt_open(in, &f, &err) != ETCH_OK) return 0;
     fmt_writer *w = fmt_writer_new();
     float **wide = calloc(f.n_tensors, sizeof *wide);
-    for (uint32_t i = 0; i < f.n_meta; i++) {
-        const fmt_meta *m = &f.meta[i];
-        if (m->type == FMT_I32) fmt_put_i32s(w, m->key, m->data, m->count);
-        else if (m->type == FMT_F32) fmt_put_f32s(w, m->key, m->data, m->count);
-        else if (m->type == FMT_STR) fmt_put_str(w, m->key, m->data);
-        else fmt_put_bytes(w, m->key, m->data, m->count);
-    }
+    copy_meta(w, &f);
     for (uint32_t i = 0; i < f.n_tensors; i++) {
         const fmt_tensor *t = &f.tensors[i];
         size_t len = strlen(t->name);
@@ -273,13 +278,7 @@ static void test_two_level_scales(void) {
             fmt_file f;
             REQUIRE_V(fmt_open(kept, &f, &err) == ETCH_OK, "%s", err.message);
             fmt_writer *fw = fmt_writer_new();
-            for (uint32_t i = 0; i < f.n_meta; i++) {
-                const fmt_meta *m = &f.meta[i];
-                if (m->type == FMT_I32) fmt_put_i32s(fw, m->key, m->data, m->count);
-                else if (m->type == FMT_F32) fmt_put_f32s(fw, m->key, m->data, m->count);
-                else if (m->type == FMT_STR) fmt_put_str(fw, m->key, m->data);
-                else fmt_put_bytes(fw, m->key, m->data, m->count);
-            }
+            copy_meta(fw, &f);
             for (uint32_t i = 0; i < f.n_tensors; i++) {
                 const fmt_tensor *t = &f.tensors[i];
                 if (strcmp(t->name, "blk.1.ffn_up.weight.min_d")) fmt_add_tensor(fw, t->name, t->dtype, t->ndim, t->dims, t->data);
