@@ -259,8 +259,8 @@ void rt_add_scales(fmt_writer *w, const char *name, int scale_type, int sub_grou
 
 /* A quantized matrix's scales or mins ('<name><suffix>') as the loader finds them: f32 or f16
  * [prows, n_groups], or two levels (KERN_SCALE_S8): int8, dtype q8, [prows, n_groups] with f16
- * factors '<name><suffix>_d' [prows, n_groups / sub_groups], sub_groups a power of two dividing n_groups. A table of
- * mins (is_min) must be stored as the scales are (m->scale_type, m->sub_groups). */
+ * factors '<name><suffix>_d' [prows, n_groups / sub_groups], sub_groups a power of two dividing
+ * n_groups. A table of mins (is_min) must be stored as the scales are (m->scale_type, m->sub_groups). */
 static etch_status need_scales(etch_program *p, const char *path, const char *name, const char *suffix, int is_min,
                                uint64_t prows, int n_groups, kern_mat *m, etch_error *err) {
     char sname[112];

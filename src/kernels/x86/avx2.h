@@ -102,6 +102,7 @@ static INLINE __m512 scales16_z(const qscales *s, int panel, int g) {
  * for the scales (and mins) of group g of its four panels a few groups early. The other GEMVs do not
  * stall there and go without (DESIGN.md, "How near weight-only Q4 is to its ceiling"). */
 #define Q_SCALES_AHEAD 2
+/* The line of group g's 16 entries of one panel, and of their f16 factors (two levels). */
 static INLINE void prefetch_scales1(const qscales *s, int panel, int g) {
     size_t i = qscales_at(s, panel, g);
     _mm_prefetch((const char *)s->v + i * (size_t)(s->type == KERN_F32 ? 4 : s->type == KERN_F16 ? 2 : 1), _MM_HINT_T0);
