@@ -79,13 +79,11 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, voi
                 imp_qweight w;
                 imp_qweight_at(t, (size_t)o * k + kk, &w);
                 if (j == 0 && sub) {
-                    uint16_t *sd = (uint16_t *)(void *)((uint8_t *)*scales + n), *md = NULL;
                     ((int8_t *)*scales)[at] = (int8_t)w.sub;
-                    sd[kern_scale_d_index(at, sub)] = (uint16_t)w.d_f16;
+                    ((uint16_t *)(void *)((uint8_t *)*scales + n))[kern_scale_d_index(at, sub)] = (uint16_t)w.d_f16;
                     if (has_min) {
-                        md = (uint16_t *)(void *)((uint8_t *)*mins + n);
                         ((int8_t *)*mins)[at] = (int8_t)w.sub_min;
-                        md[kern_scale_d_index(at, sub)] = (uint16_t)w.dmin_f16;
+                        ((uint16_t *)(void *)((uint8_t *)*mins + n))[kern_scale_d_index(at, sub)] = (uint16_t)w.dmin_f16;
                     }
                 } else if (j == 0) {
                     ((uint16_t *)*scales)[at] = (uint16_t)w.scale_f16;
@@ -236,6 +234,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
         uint64_t dims[2] = {t->dims[0], t->dims[1]};
         if (keep_quant && t->matrix && imp_int_group(t->src_type)) {
             uint64_t sdims[2] = {0, t->dims[1] / (uint64_t)imp_int_group(t->src_type)};
+            int sub = imp_sub_groups(t->src_type); /* two-level scales (K-quants, IQ4_XS), else f16 */
             void **scales = &conv[m->n_tensors + i], **mins = &conv[2 * m->n_tensors + i];
             size_t d_at;
             if (repack_gguf(t, &conv[i], scales, mins, &d_at, &dims[0])) {
@@ -244,8 +243,7 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
             }
             sdims[0] = dims[0];
             fmt_add_tensor(w, t->name, gguf_4bit(t->src_type) ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
-            rt_add_scales(w, t->name, imp_sub_groups(t->src_type) ? KERN_SCALE_S8 : KERN_F16, imp_sub_groups(t->src_type), sdims,
-                          *scales, *mins, d_at);
+            rt_add_scales(w, t->name, sub ? KERN_SCALE_S8 : KERN_F16, sub, sdims, *scales, *mins, d_at);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;
         }
