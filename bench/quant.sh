@@ -9,6 +9,7 @@
 # each program and llama.cpp in turn. Prints medians and each figure's ratio to llama.cpp with the
 # same bit width. Figures, not a test. From the repository root, after `make`:
 #   bash bench/quant.sh   (THREADS=2 LENGTH=128 NGEN=32 ROUNDS=3 REPS=1 CTX=1024)
+# ROUNDS=0 only writes the GGUFs and programs (under build/bench-vs-llamacpp), for bench/ab.sh.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
@@ -54,6 +55,7 @@ for round in $(seq 1 "$ROUNDS"); do
       | sed "s/^{/{\"program\": \"$dt\", /" >>"$RUNS"
   done
 done
+if [ "$ROUNDS" -eq 0 ]; then echo "ROUNDS=0: the programs are ready under $OUT"; exit 0; fi
 /usr/bin/python3 - "$RUNS" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
