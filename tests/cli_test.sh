@@ -242,8 +242,14 @@ check "bench Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
 check "bench Ctrl-C: the cases measured, as a whole JSON array" test "$("$JSONQ" "$WORK/bint.json" 0.n_prompt)" = 8
 check "bench Ctrl-C: says so" grep -q "interrupted after 1 case" "$WORK/bint.err"
 for i in $(seq 200); do cat "$(dirname "$0")/data/story.txt"; done >"$WORK/long.txt"
-"$ETCH" eval "$WORK/slow.etch" --text "$WORK/long.txt" --ctx 256 -t 1 --json >"$WORK/eint.json" 2>"$WORK/eint.err" &
-pid=$!; sleep 2; kill -INT $pid; wait $pid; rc=$?
+# Interrupted before its first window, eval says so and prints no figures; the first window takes
+# seconds under the sanitizers on a slow machine, so wait longer until one was scored.
+for wait_s in 2 4 8 16 32; do
+  "$ETCH" eval "$WORK/slow.etch" --text "$WORK/long.txt" --ctx 64 -t 1 --json >"$WORK/eint.json" 2>"$WORK/eint.err" &
+  pid=$!; sleep $wait_s; kill -INT $pid; wait $pid; rc=$?
+  grep -q "interrupted before the first window was scored" "$WORK/eint.err" || break
+  check "eval Ctrl-C before a window: exits 130, no figures (got $rc)" test "$rc" -eq 130 -a ! -s "$WORK/eint.json"
+done
 check "eval Ctrl-C exits 130 (got $rc)" test "$rc" -eq 130
 check "eval Ctrl-C: the windows scored so far" test "$("$JSONQ" "$WORK/eint.json" windows)" -gt 0
 check "eval Ctrl-C: says so" grep -q "interrupted: the figures cover" "$WORK/eint.err"
