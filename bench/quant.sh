@@ -39,6 +39,7 @@ done
 PROG[q8_0-8da8w]=$OUT/qwen3-0.6b-q8_0-8da8w-ctx$CTX.etch PROG[q4_0-8da4w]=$OUT/qwen3-0.6b-q4_0-8da4w-ctx$CTX.etch
 [ -f "${PROG[q8_0-8da8w]}" ] || "$ETCH" quantize "${PROG[q8_0-as-is]}" -o "${PROG[q8_0-8da8w]}" --scheme 8da8w
 [ -f "${PROG[q4_0-8da4w]}" ] || "$ETCH" quantize "${PROG[q4_0-as-is]}" -o "${PROG[q4_0-8da4w]}" --scheme 8da4w
+if [ "$ROUNDS" -eq 0 ]; then echo "ROUNDS=0: the programs are ready under $OUT"; exit 0; fi
 RUNS=$OUT/runs-quant.jsonl
 : >"$RUNS"
 for round in $(seq 1 "$ROUNDS"); do
@@ -55,7 +56,6 @@ for round in $(seq 1 "$ROUNDS"); do
       | sed "s/^{/{\"program\": \"$dt\", /" >>"$RUNS"
   done
 done
-if [ "$ROUNDS" -eq 0 ]; then echo "ROUNDS=0: the programs are ready under $OUT"; exit 0; fi
 /usr/bin/python3 - "$RUNS" <<'PY'
 import json, statistics, sys
 from collections import defaultdict
