@@ -1,10 +1,13 @@
 /* kernels/x86/avx2_int.c: integer dot products with int8 activations (I8, I4), AVX2: a pair step
  * of 16 rows widened to int16 and multiplied by vpmaddwd (I8), or I4's nibbles as bytes by
  * vpmaddubsw; decode streams four panels (i_gemv4, i4_gemv4), prefill tiles rows x one panel over
- * blocks of pair steps. Also the AVX2 activation quantizer. Equal to the twins bit for bit. */
+ * blocks of I8 pair steps (I4's blocks are vnni.c's quad steps, for AVX2 in avx2_quads.c), the loop
+ * over blocks serving every variant. Also the AVX2 activation quantizer. Equal to the twins bit for
+ * bit. */
 #include "avx2_int.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* ---- integer dot products (I8, I4): per pair step, 16 rows' pairs widened to two vectors of
  * int16; vpmaddwd with the input's pair gives each row's two products summed in int32. */
@@ -98,62 +101,42 @@ static INLINE void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel
 }
 
 
-/* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of pair steps
- * b .. e-1 held in blk from step sb: I8 as int16 pairs (i_step) by vpmaddwd; I4 as bytes (i4_bytes)
- * by vpmaddubsw, eight steps in int16 and then widened (the offset of 8 is the caller's). */
-static INLINE void i_dots(int type, const int16_t *blk, int sb, const kern_qx *x, int r0, const imat *m, int b,
-                               int e, int R, __m256i *d0, __m256i *d1) {
-    if (type == KERN_I8) {
-        const int32_t *xp = x->pairs + (size_t)r0 * m->half;
-        for (int st = b; st < e; st++) {
-            const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
-            __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-                __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
-                d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
-                d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
-            }
-        }
-        return;
-    }
-    const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
-    const uint8_t *bytes = (const uint8_t *)blk;
-    for (int st = b; st < e; st += 8) {
-        int end = st + 8 < e ? st + 8 : e;
-        __m256i h[6];
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) h[r] = _mm256_setzero_si256();
-        for (int s2 = st; s2 < end; s2++) {
-            __m256i w = _mm256_load_si256((const __m256i *)(bytes + (size_t)(s2 - sb) * 32));
-            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
-                h[r] = _mm256_add_epi16(h[r], _mm256_maddubs_epi16(w, _mm256_set1_epi16((short)xb[(size_t)r * m->half + (size_t)s2])));
-        }
+/* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of I8 pair
+ * steps b .. e-1 held in blk from step sb as int16 pairs (i_step), by vpmaddwd. I4 runs vnni.c's quad
+ * steps (avx2_quads.c). */
+static INLINE void i_dots(const int16_t *blk, int sb, const kern_qx *x, int r0, const imat *m, int b, int e, int R,
+                          __m256i *d0, __m256i *d1) {
+    const int32_t *xp = x->pairs + (size_t)r0 * m->half;
+    for (int st = b; st < e; st++) {
+        const __m256i *w = (const __m256i *)(blk + (size_t)(st - sb) * 32);
+        __m256i lo = _mm256_load_si256(w), hi = _mm256_load_si256(w + 1);
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-            d0[r] = _mm256_add_epi32(d0[r], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(h[r])));
-            d1[r] = _mm256_add_epi32(d1[r], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h[r], 1)));
+            __m256i xv = _mm256_set1_epi32(xp[(size_t)r * m->half + (size_t)st]);
+            d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(lo, xv));
+            d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(hi, xv));
         }
     }
 }
 
 
-/* R rows (1..5) x one panel over the pair steps sb .. se-1 of one long group g (blk as i_dots reads
- * it); carry holds the rows' int32 sums between blocks (carry_load, carry_store); the group's end
- * as group_end. */
-static INLINE void i_tile(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+/* R rows (1..5) x one panel over the I8 pair steps sb .. se-1 of one long group g (blk as i_dots
+ * reads it); carry holds the rows' int32 sums between blocks (carry_load, carry_store); the group's
+ * end as group_end (signed weights: no offset). */
+static INLINE void i_tile(float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
                                int se, const imat *m, int panel, int g, int R, int cols, int32_t *carry, int cont) {
     int ge = group_end_at(g, m->group, m->k) / 2;
     __m256i d0[6], d1[6];
     carry_load(carry, cont, R, d0, d1);
-    i_dots(type, blk, sb, x, r0, m, sb, se, R, d0, d1);
+    i_dots(blk, sb, x, r0, m, sb, se, R, d0, d1);
     if (se < ge) carry_store(carry, R, d0, d1); /* the group goes on in the next block */
-    else group_end(i_unit(type, m, 0), y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
+    else group_end(0, y, ldy, x, r0, m, panel, g, R, cols, d0, d1);
 }
 
 /* As i_tile for blocks of whole groups (g0 .. g1-1 from pair step sb, none cut by the block): the
  * rows' float sums stay in registers from group to group instead of going through y after every
- * group, which had cost about as much as a group's products. R rows: up to 3 for I8 (12 accumulators,
- * two weight vectors, one input), up to 2 for I4 (its int16 sums of eight steps take one more
- * register per row). The same float operations in the same order as i_tile. */
-static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
+ * group, which had cost about as much as a group's products. R rows: up to 3 (12 accumulators, two
+ * weight vectors, one input). The same float operations in the same order as i_tile. */
+static INLINE void i_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const int16_t *blk, int sb,
                                       const imat *m, int panel, int g0, int g1, int R, int cols) {
     __m256 a0[3], a1[3];
     sums_load(y, ldy, g0, R, cols, a0, a1);
@@ -161,8 +144,7 @@ static INLINE void i_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d0[3], d1[3];
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
-        i_dots(type, blk, sb, x, r0, m, b, e, R, d0, d1);
-        i_offset(i_unit(type, m, 0), x, r0, m, b, e, R, d0, d1);
+        i_dots(blk, sb, x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
             i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
@@ -199,11 +181,7 @@ static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy
                         block(type, y + p0, ldy, x, wp, (uint8_t *)blk, sb, se, &m, panel, g0, g1, r0, rows, cols, carry, sb > gs);
                         continue;
                     }
-                    for (int st = sb; st < se; st++) {
-                        if (type == KERN_I4) { /* bytes for vpmaddubsw */
-                            _mm256_store_si256((__m256i *)((uint8_t *)blk + (size_t)(st - sb) * 32), i4_bytes(wp + (size_t)st * 16));
-                            continue;
-                        }
+                    for (int st = sb; st < se; st++) { /* I8 (I4 always comes with a block) */
                         __m256i lo, hi;
                         i_step(type, wp, (size_t)st, &lo, &hi);
                         _mm256_store_si256((__m256i *)(blk + (size_t)(st - sb) * 32), lo);
@@ -211,20 +189,15 @@ static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy
                     }
                     int r = r0, end = r0 + rows, cont = sb > gs;
                     if (per) { /* whole groups: float sums in registers */
-#define I_GROUPS(R) i_tile_groups(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, &m, panel, g0, g1, R, cols)
-                        if (type == KERN_I8) {
-                            for (; r + 3 <= end; r += 3) I_GROUPS(3);
-                            if (end - r == 2) I_GROUPS(2);
-                            else if (end - r == 1) I_GROUPS(1);
-                        } else {
-                            for (; r + 2 <= end; r += 2) I_GROUPS(2);
-                            if (end - r == 1) I_GROUPS(1);
-                        }
+#define I_GROUPS(R) i_tile_groups(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, &m, panel, g0, g1, R, cols)
+                        for (; r + 3 <= end; r += 3) I_GROUPS(3);
+                        if (end - r == 2) I_GROUPS(2);
+                        else if (end - r == 1) I_GROUPS(1);
 #undef I_GROUPS
                         continue;
                     }
 #define I_TILE(R) \
-    i_tile(type, y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
+    i_tile(y + (size_t)r * ldy + p0, ldy, x, r, blk, sb, se, &m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
                     for (; r + 5 <= end; r += 5) I_TILE(5);
                     switch (end - r) { /* the tail, with the row count known to the compiler */
                     case 4: I_TILE(4); break;
@@ -245,6 +218,15 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
     else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe, goff);
 }
 
+void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
+                             int k, int ob, int oe) {
+    /* one row (decode) runs its GEMV; the few panels left over need no table */
+    int32_t *goff = n > 1 ? malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff) : NULL;
+    if (goff) kern_group_offsets(goff, x, w, n, k);
+    kern_avx2_int_matmul(block, y, ldy, x, w, n, k, ob, oe, goff);
+    free(goff);
+}
+
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
     imat m = {.mn = {.v = w->mins}};
     int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = i_unit(w->type, &m, 1);
@@ -257,7 +239,8 @@ void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int 
 
 void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe, NULL);
+    if (w->type == KERN_I4) kern_avx2_i4_matmul(y, ldy, x, w, n, k, ob, oe);
+    else kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe, NULL);
 }
 
 /* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from

@@ -57,10 +57,11 @@ static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i
     *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, *a1);
 }
 
-/* ---- I4 by vpmaddubsw: a pair step's 32 stored nibbles (value + 8, 0..15) as unsigned bytes times
- * the input's pair as signed bytes, each row's pair summed in int16 (at most 2 * 15 * 128 = 3,840),
- * eight steps added in int16 (30,720 < 32,767) before they widen to int32; the offset of 8 comes off
- * per group as 8 times the input's sum over the group (the prefix sums of kern_qx). */
+/* ---- I4 by vpmaddubsw in the decode GEMV: a pair step's 32 stored nibbles (value + 8, 0..15) as
+ * unsigned bytes times the input's pair as signed bytes, each row's pair summed in int16 (at most 2 *
+ * 15 * 128 = 3,840), eight steps added in int16 (30,720 < 32,767) before they widen to int32; the
+ * offset of 8 comes off per group as 8 times the input's sum over the group (the prefix sums of
+ * kern_qx). */
 
 /* The 32 nibbles of I4 pair step at w as bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
 static INLINE __m256i i4_bytes(const uint8_t *w) {
@@ -143,10 +144,17 @@ static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int 
 typedef void (*kern_int_block_fn)(int type, float *y, int ldy, const kern_qx *x, const uint8_t *wp, uint8_t *blk,
                                   int sb, int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
                                   int32_t *carry, int cont);
-/* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 tiles; goff NULL, or the
- * table of imat's goff for the n rows (kern_group_offsets). */
+/* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 pair-step tiles (I8
+ * only: I4 always comes with a block); goff NULL, or the table of imat's goff for the n rows
+ * (kern_group_offsets). */
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
                           int k, int ob, int oe, const int32_t *goff);
+/* kern_avx2_int_matmul with the table goff for its n rows (kern_group_offsets), or without it where
+ * it finds no memory (the tiles then work the offsets out from the prefix sums). */
+void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
+                             int k, int ob, int oe);
+/* I4 prefill on AVX2 without VNNI: vnni.c's blocks with vpmaddubsw (avx2_quads.c). */
+void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int k, int ob, int oe);
 /* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit i_unit's for
  * vpdpbusd (the offsets of unsigned weights), for the n rows of x and w's groups. */
 void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k);

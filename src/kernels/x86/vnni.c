@@ -1,10 +1,10 @@
 /* kernels/x86/vnni.c: the integer-dot GEMM's blocks by vpdpbusd (AVX-VNNI, VEX-encoded on 256-bit
  * registers); the loop over blocks and the decode GEMV are avx2_int.c's. avx512_vnni.c compiles this
  * file again with VNNI_ZMM (AVX512-VNNI): v_dots on zmm registers, blocks of whole groups by
- * z_tile_groups, and decode by z_gemv. */
+ * z_tile_groups, and decode by z_gemv. avx2_quads.c compiles it with V_MADDUBS for AVX2 without VNNI:
+ * the same quad steps, I4 only, each vpdpbusd spelled as vpmaddubsw and vpmaddwd. */
 #include "avx2_int.h"
 
-#include <stdlib.h>
 
 /* ---- I8 and I4 by vpdpbusd (AVX-VNNI, where the CPU has it): four values along k of a row times
  * four int8 inputs summed into int32 by one instruction, no int16 stage. A block's pair steps are
@@ -59,6 +59,45 @@ static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, in
         d1[r] = _mm512_extracti64x4_epi64(d[r], 1);
     }
 }
+#elif defined(V_MADDUBS)
+/* As the vpdpbusd v_dots below, for I4 on AVX2 without VNNI: vpmaddubsw multiplies a quad's nibbles
+ * (0..15, unsigned) by the four input bytes (signed) and sums each pair in int16 (at most 2 * 15 *
+ * 128 = 3,840), up to eight quad steps add in int16 (30,720 < 32,767), then vpmaddwd by ones sums
+ * each row's two pairs into its int32 lane: what vpdpbusd gives. One broadcast of four input bytes
+ * serves 64 products; the pair-step tiles of avx2_int.c broadcast two bytes for 32. I8's unsigned
+ * bytes (value + 128) would overflow int16 here: I8 keeps avx2_int.c's tiles. */
+static INLINE void v_dots(const uint8_t *wq, const uint16_t *xb, size_t half, int b, int e, int R, __m256i *d0,
+                          __m256i *d1) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int st = b; st < e;) {
+        int end = st + 16 < e ? st + 16 : e; /* eight quad steps (16 pair steps) in int16 */
+        __m256i h0[6], h1[6];
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) h0[r] = h1[r] = _mm256_setzero_si256();
+        for (; st + 2 <= end; st += 2, wq += 64) {
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                int32_t quad;
+                memcpy(&quad, xb + (size_t)r * half + (size_t)st, sizeof quad);
+                __m256i xv = _mm256_set1_epi32(quad);
+                h0[r] = _mm256_add_epi16(h0[r], _mm256_maddubs_epi16(w0, xv));
+                h1[r] = _mm256_add_epi16(h1[r], _mm256_maddubs_epi16(w1, xv));
+            }
+        }
+        if (st < end) { /* a half quad (the group's last pair): its high half zero */
+            __m256i w0 = _mm256_load_si256((const __m256i *)wq), w1 = _mm256_load_si256((const __m256i *)(wq + 32));
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m256i xv = _mm256_set1_epi32(xb[(size_t)r * half + (size_t)st]);
+                h0[r] = _mm256_add_epi16(h0[r], _mm256_maddubs_epi16(w0, xv));
+                h1[r] = _mm256_add_epi16(h1[r], _mm256_maddubs_epi16(w1, xv));
+            }
+            st++, wq += 64;
+        }
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+            d0[r] = _mm256_add_epi32(d0[r], _mm256_madd_epi16(h0[r], ones));
+            d1[r] = _mm256_add_epi32(d1[r], _mm256_madd_epi16(h1[r], ones));
+        }
+    }
+}
 #else
 /* R rows' int32 sums (d0: rows 0..7 of the panel, d1: 8..15) over pair steps b .. e-1 of one group,
  * whose quads start at wq; xb is row 0's input bytes, half the pairs per row. */
@@ -100,7 +139,9 @@ static INLINE void v_tile(int type, float *y, int ldy, const kern_qx *x, int r0,
 /* As v_tile for blocks of whole groups (g0 .. g1-1, none cut by the block), R rows (1..3): the rows'
  * float sums stay in registers from group to group (4R accumulators with the int32 ones: 15 registers
  * at three rows) instead of going through y after every group, which cost as much as a group of 32
- * values' vpdpbusd. The float operations and their order are v_tile's. */
+ * values' vpdpbusd. With the table m->goff the int32 sums start at minus each row's offset (one
+ * broadcast from memory) instead of having it worked out from the prefix sums after the group, which
+ * took a quarter of V_MADDUBS's tile time. The float operations and their order are v_tile's. */
 static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk,
                                       int slot, const imat *m, int panel, int g0, int g1, int R, int cols) {
     const uint16_t *xb = x->bytes + (size_t)r0 * m->half;
@@ -109,9 +150,12 @@ static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
     for (int g = g0; g < g1; g++) {
         int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d0[3], d1[3];
-        _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
+        if (m->goff) /* the sums start at minus the offset (int32 sums in any order are the same) */
+            _Pragma("GCC unroll 3") for (int r = 0; r < R; r++)
+                d0[r] = d1[r] = _mm256_set1_epi32(-m->goff[(size_t)(r0 + r) * (size_t)m->n_groups + (size_t)g]);
+        else _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
-        i_offset(i_unit(type, m, 1), x, r0, m, b, e, R, d0, d1);
+        if (!m->goff) i_offset(i_unit(type, m, 1), x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
             i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
             i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
@@ -346,14 +390,15 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
         }
         return;
     }
-    int32_t *goff = malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff);
-    if (goff) kern_group_offsets(goff, x, w, n, k);
-    kern_avx2_int_matmul(v_block, y, ldy, x, w, n, k, ob, oe, goff); /* without the table (no memory): the ymm tiles */
-    free(goff);
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe);
+}
+#elif defined(V_MADDUBS)
+void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int k, int ob, int oe) {
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe);
 }
 #else
 void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_avx2_int_matmul(n > 1 ? v_block : NULL, y, ldy, x, w, n, k, ob, oe, NULL); /* decode keeps the AVX2 GEMV */
+    kern_avx2_int_matmul(v_block, y, ldy, x, w, n, k, ob, oe, NULL); /* decode keeps the AVX2 GEMV (its tail panels: v_block) */
 }
 #endif
