@@ -320,7 +320,7 @@ static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
     return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
 }
 
-/* y[o] for the P panels (1..4) from panel p0 on: P streams of weights at a time, as i_gemv4, two
+/* y[o] for the P panels (1..4) from panel p0 on: P streams of weights at a time, as i8_gemv4, two
  * int32 chains per panel; the last panel's cols outputs through a mask. */
 static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
     const uint16_t *xb = x->bytes;
