@@ -399,6 +399,6 @@ void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w,
 #else
 void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_avx2_int_matmul(v_block, y, ldy, x, w, n, k, ob, oe, NULL); /* decode keeps the AVX2 GEMV (its tail panels: v_block) */
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe); /* decode keeps the AVX2 GEMV (its tail panels: v_block) */
 }
 #endif
