@@ -27,11 +27,13 @@ test: setup
 # LeakSanitizer) over every test but test_install (it links the installed library into programs built
 # without the flags); test_python runs with the sanitizer runtimes preloaded into Debian's python3,
 # leak detection off (the interpreter's own memory at exit). Then ThreadSanitizer over the tests that
-# run sessions on several threads. Any report fails the run.
+# run sessions on several threads. Any report fails the run. The npm peers, the Python env and the
+# real models' cache are the plain build's (`make test` made them), not fetched a second time.
 test-sanitize: setup
 	cmake -S . -B $(BUILD)-asan -DETCH_WERROR=ON -DETCH_SANITIZE=address >/dev/null
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	cd $(BUILD)-asan && ETCH_NPM_DIR=$(abspath $(BUILD))/npm ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	cd $(BUILD)-asan && ETCH_NPM_DIR=$(abspath $(BUILD))/npm ETCH_PYENV_DIR=$(abspath $(BUILD))/pyenv \
+	  ETCH_REAL_MODELS_DIR=$(abspath $(BUILD))/real-models ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS) -E "test_python|test_install|test_pip"
 	cd $(BUILD)-asan && LD_PRELOAD="$$(gcc -print-file-name=libasan.so):$$(gcc -print-file-name=libubsan.so)" \
 	  ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -R test_python
