@@ -211,20 +211,20 @@ static void test_quantize_roundtrip(void) {
 static void test_matmul_int(const char *variant, int exact) {
     static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1100};
     static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
-    float *x = malloc(13 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
+    float *x = malloc(33 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
     void *sc = malloc(144 * 1100 * sizeof(float));
     float *ws = malloc(144 * 1100 * sizeof *ws), *mn = malloc(144 * 1100 * sizeof *mn);
     uint8_t *q = malloc(144 * 1100), *qi = malloc(144 * 1100);
-    int32_t *pairs = malloc(13 * 550 * sizeof *pairs), zero[13], *psum = malloc(13 * 551 * sizeof *psum);
-    uint16_t *bytes = malloc(13 * 550 * sizeof *bytes), *sd = malloc(144 * 1100 * sizeof *sd), *md = malloc(144 * 1100 * sizeof *md);
-    float *fsc = malloc(144 * 1100 * sizeof *fsc), *fmn = malloc(144 * 1100 * sizeof *fmn), *y2 = malloc(13 * 130 * sizeof *y2);
+    int32_t *pairs = malloc(33 * 550 * sizeof *pairs), zero[33], *psum = malloc(33 * 551 * sizeof *psum);
+    uint16_t *bytes = malloc(33 * 550 * sizeof *bytes), *sd = malloc(144 * 1100 * sizeof *sd), *md = malloc(144 * 1100 * sizeof *md);
+    float *fsc = malloc(144 * 1100 * sizeof *fsc), *fmn = malloc(144 * 1100 * sizeof *fmn), *y2 = malloc(33 * 130 * sizeof *y2);
     void *mn8 = malloc(144 * 1100);
-    float xs[13], *y = malloc(13 * 130 * sizeof *y), *r = malloc(13 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
+    float xs[33], *y = malloc(33 * 130 * sizeof *y), *r = malloc(33 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     kern_qx qx = {pairs, xs, zero, bytes, psum};
     int mismatched = 0;
     double worst = 0;
     for (int type = KERN_Q8; type <= KERN_Q4; type++)
-        for (int n = 1; n <= 13; n += n < 9 ? 1 : 4) /* every tail of an eight-row tile */
+        for (int n = 1; n <= 33; n += n < 9 ? 1 : n < 13 ? 4 : 20) /* every tail of an eight-row tile; two 16-row tiles and one row */
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t di = 0; di < sizeof ds / sizeof *ds; di++)
                     for (int stat = 0; stat < 3; stat++) { /* dynamic, static, dynamic with mins */
@@ -717,7 +717,8 @@ int main(void) {
     test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
     test_matmul_shifted(v, simd);
     test_matmul_int(v, 1);
-    if (strstr(v, "vnni")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
+    if (strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_AMX), 1); /* the zmm vpdpbusd tiles too */
+    if (strstr(v, "vnni") || strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
     if (strstr(v, "avx512")) { /* the 256-bit float tiles too, and the ymm vpdpbusd where the CPU has it */
         const char *narrow = kern_limit(KERN_NO_AVX512);
         test_matmul(narrow, 1);

@@ -24,6 +24,10 @@ static const kern_variant portable = {
 
 #ifdef KERN_X86
 #include <cpuid.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static const kern_variant avx2 = {
     "avx2",
@@ -85,6 +89,21 @@ static const kern_variant avx512_vnni = {
     kern_avx2_read_bandwidth,
 };
 
+static const kern_variant avx512_amx = {
+    "avx512+amx",
+    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
+    kern_amx_matmul_i,
+    kern_avx2_quantize_x,
+    kern_avx512_attention,
+    kern_avx2_kv_store,
+    kern_avx512_softmax,
+    kern_avx2_rmsnorm,
+    kern_avx512_swiglu,
+    kern_avx512_geglu,
+    kern_avx512_fma_peak,
+    kern_avx2_read_bandwidth,
+};
+
 /* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
  * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
 static int cpu_has_avx2_fma_f16c(void) {
@@ -116,6 +135,23 @@ static int cpu_has_avx512_vnni(void) {
     return (c >> 11) & 1 && (b >> 30) & 1;
 }
 
+/* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24 and 25), the OS saving the tile state (XGETBV
+ * bits 17 and 18), and Linux granting it to this process: the tile data is off until asked for
+ * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), and a tile instruction without it is
+ * SIGILL. Asking again is harmless; the grant covers every thread of the process. */
+static int cpu_has_amx(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1)) return 0;
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+#ifdef __linux__
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
+
 /* AVX-VNNI (the VEX vpdpbusd on ymm registers): CPUID leaf 7, subleaf 1, EAX bit 4. */
 static int cpu_has_avx_vnni(void) {
     unsigned a, b, c, d;
@@ -129,13 +165,14 @@ static int cpu_has_avx_vnni(void) {
 static const kern_variant *active = &portable;
 static int limit = KERN_BEST;
 
-/* The cap from the environment: ETCH_KERNELS=avx2+vnni (no AVX-512), avx2 (no VNNI either) or
- * portable; anything else: none. */
+/* The cap from the environment: ETCH_KERNELS=avx512+vnni (no AMX), avx2+vnni (no AVX-512), avx2 (no
+ * VNNI either) or portable; anything else: none. */
 static int env_limit(void) {
     const char *e = getenv("ETCH_KERNELS");
     if (!e) return KERN_BEST;
     return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI
-         : !strcmp(e, "avx2+vnni")                 ? KERN_NO_AVX512 : KERN_BEST;
+         : !strcmp(e, "avx2+vnni")                 ? KERN_NO_AVX512
+         : !strcmp(e, "avx512+vnni")               ? KERN_NO_AMX : KERN_BEST;
 }
 
 const char *kern_init(void) {
@@ -143,8 +180,8 @@ const char *kern_init(void) {
     const kern_variant *v = &portable;
 #ifdef KERN_X86
     if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c()) {
-        int wide = cap == KERN_BEST && cpu_has_avx512f();
-        if (wide) v = cpu_has_avx512_vnni() ? &avx512_vnni : &avx512;
+        int wide = cap <= KERN_NO_AMX && cpu_has_avx512f();
+        if (wide) v = !cpu_has_avx512_vnni() ? &avx512 : cap == KERN_BEST && cpu_has_amx() ? &avx512_amx : &avx512_vnni;
         else v = cap <= KERN_NO_AVX512 && cpu_has_avx_vnni() ? &avx2_vnni : &avx2;
     }
 #else

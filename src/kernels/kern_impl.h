@@ -105,6 +105,8 @@ void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float
 void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx512_vnni.c: vnni.c's GEMM with its dot loop on zmm registers (AVX512-VNNI). */
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+/* The same with its whole-group blocks on AMX-INT8 tiles (amx.c). */
+void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                          float *scores, int g_begin, int g_end);

@@ -180,6 +180,32 @@ static INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *q) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)q));
     return acc;
 }
+/* The end of group g for R rows whose int32 sums d[] are complete (the offset taken off): the
+ * static zero points' term, the scale and, with mins, the mins times the rows' input sums over the
+ * group (pair steps b .. e-1), into the float sums a[], in the twin's order. */
+static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, int g, int b, int e, int R, int zp,
+                          __m512i *d, __m512 *a) {
+    __m512 s = scales16_z(&m->sc, panel, g);
+    if (zp) {
+        size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+        __m512i ws = _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si));
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
+            d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
+    }
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
+    if (m->mn.v) { /* + the mins times the rows' input sums over the group, as the twin */
+        __m512 mn = scales16_z(&m->mn, panel, g);
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
+            a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
+    }
+}
+
+/* The float sums of R rows to y (columns cm), times each row's input scale after the last group. */
+static INLINE void z_store(float *y, int ldy, const kern_qx *x, int r0, int last, int R, __mmask16 cm, const __m512 *a) {
+    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, last ? _mm512_mul_ps(a[r], _mm512_set1_ps(x->scale[r0 + r])) : a[r]);
+}
+
 static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
                                  const imat *m, int panel, int g0, int g1, int R, int cols, int zp) {
     const uint16_t *xb = x->bytes + (size_t)r0 * m->half, *xr[Z_ROWS]; /* each row's input bytes */
@@ -214,25 +240,67 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
         }
-        __m512 s = scales16_z(&m->sc, panel, g);
-        if (zp) {
-            size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
-            __m512i ws = _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si));
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
-        }
-        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
-        if (m->mn.v) { /* + the mins times the rows' input sums over the group, as the twin */
-            __m512 mn = scales16_z(&m->mn, panel, g);
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
-                a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
-        }
+        z_join(x, r0, m, panel, g, b, e, R, zp, d, a);
     }
-    _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {
-        if (g1 == m->n_groups) a[r] = _mm512_mul_ps(a[r], _mm512_set1_ps(x->scale[r0 + r]));
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, a[r]);
-    }
+    z_store(y, ldy, x, r0, g1 == m->n_groups, R, cm, a);
 }
+
+#ifdef VNNI_AMX
+/* ---- AMX-INT8 (where the CPU has it and Linux grants the tile state: dispatch.c): sixteen rows of a
+ * block of whole groups per tile. The quad steps v_quads writes are AMX's B layout as they stand (a
+ * row of 64 bytes: four k values of each of 16 outputs, in order), and a row's input bytes are A's,
+ * read in place with the row stride. tdpbsud (signed inputs, unsigned weights) sums a 16 x 16 tile
+ * of exact int32 dot products over up to 64 k values; stored, each row's sums are z_tile_groups'
+ * int32 sums with the offset not yet taken off, and the float operations after are z_join's: the
+ * same results. Groups must be whole quads and either fit one tile (at most 64 values) or be made of
+ * whole tiles (amx_fits); anything else and the last rows (fewer than 16) run z_tile_groups. */
+#define AMX_ROWS 16
+static int amx_fits(const imat *m) {
+    return m->k % m->group == 0 && m->group % 4 == 0 && (m->group <= 64 || m->group % 64 == 0);
+}
+
+/* Tiles 0: C, 16 rows x 16 int32; 1: A, 16 rows x kc input bytes; 2: B, kc / 4 quads x 64 bytes.
+ * Loaded by the thread that runs the block (the configuration is per thread), released after it. */
+static void amx_config(int kc) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } c = {.palette = 1};
+    c.colsb[0] = 64, c.rows[0] = AMX_ROWS;
+    c.colsb[1] = (uint16_t)kc, c.rows[1] = AMX_ROWS;
+    c.colsb[2] = 64, c.rows[2] = (uint8_t)(kc / 4);
+    _tile_loadconfig(&c);
+}
+
+static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
+                            const imat *m, int panel, int g0, int g1, int cols, int zp) {
+    const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half); /* row r's k-th byte: xb[r * 2 half + k] */
+    size_t stride = (size_t)m->half * 2;
+    int kc = m->group < 64 ? m->group : 64;
+    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
+    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+    int32_t sums[AMX_ROWS * 16] __attribute__((aligned(64)));
+    __m512 a[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
+        a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
+    for (int g = g0; g < g1; g++) {
+        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
+        _tile_zero(0);
+        for (int c = 0; c < m->group; c += kc) {
+            _tile_loadd(1, xb + (size_t)g * m->group + c, stride);
+            _tile_loadd(2, wq + (size_t)c / 4 * 64, 64);
+            _tile_dpbsud(0, 1, 2);
+        }
+        _tile_stored(0, sums, 64);
+        __m512i d[AMX_ROWS];
+        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
+            d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
+        z_join(x, r0, m, panel, g, g * m->group / 2, (g + 1) * m->group / 2, AMX_ROWS, zp, d, a);
+    }
+    z_store(y, ldy, x, r0, g1 == m->n_groups, AMX_ROWS, cm, a);
+}
+#endif
 #endif
 
 /* One block of matmul_i by vpdpbusd: the pair steps sb .. se-1 of groups g0 .. g1-1 regrouped into
@@ -254,6 +322,14 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
 #define Z_GROUPS(R, ZP) z_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, R, cols, ZP)
             int zp = 0;
             for (int i = r0; i < end; i++) zp |= x->zero[i];
+#ifdef VNNI_AMX
+            if (end - r >= AMX_ROWS && amx_fits(m)) {
+                amx_config(m->group < 64 ? m->group : 64);
+                for (; r + AMX_ROWS <= end; r += AMX_ROWS)
+                    amx_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, cols, zp);
+                _tile_release();
+            }
+#endif
             for (; r + Z_ROWS <= end; r += Z_ROWS)
                 if (zp) Z_GROUPS(Z_ROWS, 1);
                 else Z_GROUPS(Z_ROWS, 0);
@@ -372,7 +448,11 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
     }
 }
 
+#ifdef VNNI_AMX
+void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+#else
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
+#endif
     (void)d;
     if (n == 1) {
         imat m = imat_of(w, k, NULL);
