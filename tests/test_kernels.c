@@ -209,7 +209,7 @@ static void test_quantize_roundtrip(void) {
 /* Integer-dot matrices: the AVX2 kernel against its twin bit for bit, rows alone, output ranges;
  * and the twin against the same sum in double from the dequantized values. */
 static void test_matmul_int(const char *variant, int exact) {
-    static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1100};
+    static const int ks[] = {2, 8, 16, 64, 100, 172, 300, 520, 1088, 1100}; /* 1088: a long group of whole 64s */
     static const int ds[] = {1, 5, 16, 17, 64, 80, 130};
     float *x = malloc(33 * 1100 * sizeof *x), *wf = malloc(130 * 1100 * sizeof *wf);
     void *sc = malloc(144 * 1100 * sizeof(float));

@@ -253,7 +253,8 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
  * of exact int32 dot products over up to 64 k values; stored, each row's sums are z_tile_groups'
  * int32 sums with the offset not yet taken off, and the float operations after are z_join's: the
  * same results. Groups must be whole quads and either fit one tile (at most 64 values) or be made of
- * whole tiles (amx_fits); anything else and the last rows (fewer than 16) run z_tile_groups. */
+ * whole tiles (amx_fits); anything else and the last rows (fewer than 16) run z_tile_groups. Long
+ * groups (per channel) carry their tile's sums from block to block (amx_tile_long). */
 #define AMX_ROWS 16
 static int amx_fits(const imat *m) {
     return m->k % m->group == 0 && m->group % 4 == 0 && (m->group <= 64 || m->group % 64 == 0);
@@ -299,6 +300,45 @@ static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const u
         z_join(x, r0, m, panel, g, g * m->group / 2, (g + 1) * m->group / 2, AMX_ROWS, zp, d, a);
     }
     z_store(y, ldy, x, r0, g1 == m->n_groups, AMX_ROWS, cm, a);
+}
+
+/* A long group (longer than a block: per channel) on tiles needs every block to be whole tiles of
+ * 64 values: the group's length a multiple of 64 (blocks hold 512 values). */
+static int amx_long_fits(const imat *m) {
+    return m->k % 64 == 0 && (m->group % 64 == 0 || m->group >= m->k);
+}
+
+/* As v_tile for sixteen rows on a tile: the int32 sums of pair steps sb .. se-1 of long group g go
+ * on from carry (the same 16 x 16 int32 layout as carry_store's) and back to it, or at the group's
+ * end are finished as amx_tile_groups finishes a group. */
+static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
+                          const imat *m, int panel, int g, int cols, int32_t *carry, int cont, int zp) {
+    const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half);
+    size_t stride = (size_t)m->half * 2;
+    int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
+    if (cont) _tile_loadd(0, carry, 64);
+    else _tile_zero(0);
+    for (int c = 2 * sb; c < 2 * se; c += 64) {
+        _tile_loadd(1, xb + c, stride);
+        _tile_loadd(2, blk + (size_t)(c - 2 * sb) / 4 * 64, 64);
+        _tile_dpbsud(0, 1, 2);
+    }
+    if (se < ge) { /* the group goes on in the next block */
+        _tile_stored(0, carry, 64);
+        return;
+    }
+    int32_t sums[AMX_ROWS * 16] __attribute__((aligned(64)));
+    _tile_stored(0, sums, 64);
+    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
+    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+    __m512i d[AMX_ROWS];
+    __m512 a[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
+        d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
+        a[r] = g ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
+    }
+    z_join(x, r0, m, panel, g, gb, ge, AMX_ROWS, zp, d, a);
+    z_store(y, ldy, x, r0, g == m->n_groups - 1, AMX_ROWS, cm, a);
 }
 #endif
 #endif
@@ -353,6 +393,16 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
 #undef V_GROUPS
         return;
     }
+#ifdef VNNI_AMX
+    if (m->goff && end - r >= AMX_ROWS && amx_long_fits(m)) {
+        int zp = 0;
+        for (int i = r0; i < end; i++) zp |= x->zero[i];
+        amx_config(64);
+        for (; r + AMX_ROWS <= end; r += AMX_ROWS)
+            amx_tile_long(y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, cols, carry + (r - r0) * 16, cont, zp);
+        _tile_release();
+    }
+#endif
 #define V_TILE(R) v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
     for (; r + 6 <= end; r += 6) V_TILE(6);
     switch (end - r) { /* the tail, with the row count known to the compiler */
