@@ -29,80 +29,27 @@ static const kern_variant portable = {
 #include <unistd.h>
 #endif
 
-static const kern_variant avx2 = {
-    "avx2",
-    {kern_avx2_matmul_f32, kern_avx2_matmul_f16, kern_avx2_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
-    kern_avx2_matmul_i,
-    kern_avx2_quantize_x,
-    kern_avx2_attention,
-    kern_avx2_kv_store,
-    kern_avx2_softmax,
-    kern_avx2_rmsnorm,
-    kern_avx2_swiglu,
-    kern_avx2_geglu,
-    kern_avx2_fma_peak,
-    kern_avx2_read_bandwidth,
-};
-
-static const kern_variant avx2_vnni = {
-    "avx2+vnni",
-    {kern_avx2_matmul_f32, kern_avx2_matmul_f16, kern_avx2_matmul_bf16, kern_avx2_matmul_q8, kern_avx2_matmul_q4},
-    kern_vnni_matmul_i,
-    kern_avx2_quantize_x,
-    kern_avx2_attention,
-    kern_avx2_kv_store,
-    kern_avx2_softmax,
-    kern_avx2_rmsnorm,
-    kern_avx2_swiglu,
-    kern_avx2_geglu,
-    kern_avx2_fma_peak,
-    kern_avx2_read_bandwidth,
-};
-
-static const kern_variant avx512 = {
-    "avx512",
-    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
-    kern_avx2_matmul_i,
-    kern_avx2_quantize_x,
-    kern_avx512_attention,
-    kern_avx2_kv_store,
-    kern_avx512_softmax,
-    kern_avx2_rmsnorm,
-    kern_avx512_swiglu,
-    kern_avx512_geglu,
-    kern_avx512_fma_peak,
-    kern_avx2_read_bandwidth,
-};
-
-static const kern_variant avx512_vnni = {
-    "avx512+vnni",
-    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
-    kern_avx512_vnni_matmul_i,
-    kern_avx2_quantize_x,
-    kern_avx512_attention,
-    kern_avx2_kv_store,
-    kern_avx512_softmax,
-    kern_avx2_rmsnorm,
-    kern_avx512_swiglu,
-    kern_avx512_geglu,
-    kern_avx512_fma_peak,
-    kern_avx2_read_bandwidth,
-};
-
-static const kern_variant avx512_amx = {
-    "avx512+amx",
-    {kern_avx512_matmul_f32, kern_avx512_matmul_f16, kern_avx512_matmul_bf16, kern_avx512_matmul_q8, kern_avx512_matmul_q4},
-    kern_amx_matmul_i,
-    kern_avx2_quantize_x,
-    kern_avx512_attention,
-    kern_avx2_kv_store,
-    kern_avx512_softmax,
-    kern_avx2_rmsnorm,
-    kern_avx512_swiglu,
-    kern_avx512_geglu,
-    kern_avx512_fma_peak,
-    kern_avx2_read_bandwidth,
-};
+/* The x86 variants: W (avx2 or avx512) names the width of the float matmuls, attention, softmax,
+ * SwiGLU, GeGLU and the peak probe; they differ otherwise only in their integer-dot GEMM. */
+#define X86_VARIANT(NAME, W, MATMUL_I)                                                                 \
+    {NAME,                                                                                            \
+     {kern_##W##_matmul_f32, kern_##W##_matmul_f16, kern_##W##_matmul_bf16, kern_##W##_matmul_q8,    \
+      kern_##W##_matmul_q4},                                                                          \
+     MATMUL_I,                                                                                        \
+     kern_avx2_quantize_x,                                                                            \
+     kern_##W##_attention,                                                                            \
+     kern_avx2_kv_store,                                                                              \
+     kern_##W##_softmax,                                                                              \
+     kern_avx2_rmsnorm,                                                                               \
+     kern_##W##_swiglu,                                                                               \
+     kern_##W##_geglu,                                                                                \
+     kern_##W##_fma_peak,                                                                             \
+     kern_avx2_read_bandwidth}
+static const kern_variant avx2 = X86_VARIANT("avx2", avx2, kern_avx2_matmul_i);
+static const kern_variant avx2_vnni = X86_VARIANT("avx2+vnni", avx2, kern_vnni_matmul_i);
+static const kern_variant avx512 = X86_VARIANT("avx512", avx512, kern_avx2_matmul_i);
+static const kern_variant avx512_vnni = X86_VARIANT("avx512+vnni", avx512, kern_avx512_vnni_matmul_i);
+static const kern_variant avx512_amx = X86_VARIANT("avx512+amx", avx512, kern_amx_matmul_i);
 
 /* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
  * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
