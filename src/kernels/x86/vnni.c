@@ -263,15 +263,17 @@ static int amx_fits(const imat *m) {
 /* Tiles 0: C, 16 rows x 16 int32; 1: A, 16 rows x kc input bytes; 2: B, kc / 4 quads x 64 bytes.
  * Loaded by the thread that runs the block (the configuration is per thread), released after it. */
 static void amx_config(int kc) {
-    struct {
-        uint8_t palette, start_row, reserved[14];
-        uint16_t colsb[16];
-        uint8_t rows[16];
-    } c = {.palette = 1};
-    c.colsb[0] = 64, c.rows[0] = AMX_ROWS;
-    c.colsb[1] = (uint16_t)kc, c.rows[1] = AMX_ROWS;
-    c.colsb[2] = 64, c.rows[2] = (uint8_t)(kc / 4);
-    _tile_loadconfig(&c);
+    /* bytes 0: palette 1; 16 + 2t: tile t's bytes per row (16 bits); 48 + t: its rows; the rest 0 */
+    uint8_t c[64] __attribute__((aligned(64)));
+    memset(c, 0, sizeof c);
+    c[0] = 1;
+    c[16] = 64, c[48] = AMX_ROWS;
+    c[18] = (uint8_t)kc, c[49] = AMX_ROWS;
+    c[20] = 64, c[50] = (uint8_t)(kc / 4);
+    /* GCC 12 does not see ldtilecfg read all 64 bytes: it dropped part of the zeroing of a struct,
+     * and the reserved bytes it left made ldtilecfg fault. */
+    __asm__ volatile("" : : "r"(c) : "memory");
+    _tile_loadconfig(c);
 }
 
 static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
