@@ -276,13 +276,23 @@ static void amx_config(int kc) {
     _tile_loadconfig(c);
 }
 
+/* Group g's int32 sums as the tile stored them (sums: 16 rows x 16), the offset off, joined into the
+ * rows' float sums a[] (z_join). */
+static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const imat *m, int panel, int g, int zp,
+                            __m512 *a) {
+    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
+    __m512i d[AMX_ROWS];
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
+        d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
+    z_join(x, r0, m, panel, g, g * m->group / 2, group_end_at(g, m->group, m->k) / 2, AMX_ROWS, zp, d, a);
+}
+
 static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
                             const imat *m, int panel, int g0, int g1, int cols, int zp) {
     const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half); /* row r's k-th byte: xb[r * 2 half + k] */
     size_t stride = (size_t)m->half * 2;
     int kc = m->group < 64 ? m->group : 64;
-    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
-    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
+    __mmask16 cm = cols_mask(cols);
     int32_t sums[AMX_ROWS * 16] __attribute__((aligned(64)));
     __m512 a[AMX_ROWS];
     _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
@@ -296,10 +306,7 @@ static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const u
             _tile_dpbsud(0, 1, 2);
         }
         _tile_stored(0, sums, 64);
-        __m512i d[AMX_ROWS];
-        _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
-            d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
-        z_join(x, r0, m, panel, g, g * m->group / 2, (g + 1) * m->group / 2, AMX_ROWS, zp, d, a);
+        amx_join(sums, x, r0, m, panel, g, zp, a);
     }
     z_store(y, ldy, x, r0, g1 == m->n_groups, AMX_ROWS, cm, a);
 }
@@ -317,7 +324,6 @@ static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uin
                           const imat *m, int panel, int g, int cols, int32_t *carry, int cont, int zp) {
     const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half);
     size_t stride = (size_t)m->half * 2;
-    int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
     if (cont) _tile_loadd(0, carry, 64);
     else _tile_zero(0);
     for (int c = 2 * sb; c < 2 * se; c += 64) {
@@ -325,21 +331,17 @@ static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uin
         _tile_loadd(2, blk + (size_t)(c - 2 * sb) / 4 * 64, 64);
         _tile_dpbsud(0, 1, 2);
     }
-    if (se < ge) { /* the group goes on in the next block */
+    if (se < group_end_at(g, m->group, m->k) / 2) { /* the group goes on in the next block */
         _tile_stored(0, carry, 64);
         return;
     }
     int32_t sums[AMX_ROWS * 16] __attribute__((aligned(64)));
     _tile_stored(0, sums, 64);
-    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
-    __mmask16 cm = cols >= KERN_PANEL ? (__mmask16)0xFFFF : (__mmask16)((1u << cols) - 1);
-    __m512i d[AMX_ROWS];
+    __mmask16 cm = cols_mask(cols);
     __m512 a[AMX_ROWS];
-    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) {
-        d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
         a[r] = g ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
-    }
-    z_join(x, r0, m, panel, g, gb, ge, AMX_ROWS, zp, d, a);
+    amx_join(sums, x, r0, m, panel, g, zp, a);
     z_store(y, ldy, x, r0, g == m->n_groups - 1, AMX_ROWS, cm, a);
 }
 #endif
