@@ -200,44 +200,77 @@ static void zl_tiles(float *part, const float *x, int ldx, int rows, int len, co
 #undef ZL
 }
 
-/* Decode: one row x four panels, a step's 16 values widened in one register. Q8: the 16 int8 values.
- * Q4: the step's 8 bytes twice, rows 0..7 as whole bytes and rows 8..15 as their high nibbles times 16
- * (a mask), exactly avx2_float.c's q4_step; each lane's chain over kk, the group's correction, scale
- * and min are the AVX2 GEMV's in its order (bit for bit), in five instructions per 16 weights where the
- * AVX2 GEMV takes seven (its widening and converting run twice, on two halves). */
-static INLINE __m512 zq_step(int type, const qmat *m, int panel, int kk) {
-    const uint8_t *q = m->q + ((size_t)panel * m->k + (size_t)kk) * m->step_bytes;
-    if (type == KERN_Q8) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
-    __m128i twice = _mm_castpd_si128(_mm_movedup_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)q))));
-    __m512i mask = _mm512_inserti64x4(_mm512_set1_epi32(0xFF), _mm256_set1_epi32(0xF0), 1);
-    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_cvtepu8_epi32(twice), mask));
+/* Decode: one row x four panels; each lane of a group's sums is one row's FMA chain over kk, and the
+ * group's correction, scale and min are the AVX2 GEMV's in its order (bit for bit). Q8: a step's 16
+ * int8 values widened in one register. Q4 (avx2_float.c's q4_step: rows 0..7 as whole bytes, rows
+ * 8..15 as their high nibbles times 16) two panels per register: one widening of panel p's and
+ * p + 1's steps (8 bytes each) puts p's bytes in lanes 0..7 and p + 1's in lanes 8..15, so the whole
+ * bytes are rows 0..7 of both panels and the same masked to the high nibble rows 8..15 of both: one
+ * widening and one mask per 32 weights where one panel per register took two of each. The
+ * widening, mask and conversions, not the FMAs, bound this GEMV where a 512-bit operation takes
+ * two 256-bit pipes (Zen 4). */
+static INLINE void zq_gemv_step(int type, __m512 a[4], __m512 xb, const uint8_t *q, size_t pstride) {
+    if (type == KERN_Q8) {
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + p * pstride))));
+            a[p] = _mm512_fmadd_ps(xb, w, a[p]);
+        }
+        return;
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) { /* a[i]: whole bytes, a[2 + i]: high nibbles */
+        const uint8_t *q0 = q + (size_t)(2 * i) * pstride;
+        __m128i two = _mm_castpd_si128(
+            _mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)q0)), (const double *)(const void *)(q0 + pstride)));
+        __m512i v = _mm512_cvtepu8_epi32(two);
+        a[i] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(v), a[i]);
+        a[2 + i] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0xF0))), a[2 + i]);
+    }
 }
 
-/* kern_q_gemv_fn: the outputs' sums stay in registers from group to group. */
-static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
+/* Q4's correction of the paired sums (q4_fix16's operations, lane for lane: a row 0..7 less its row
+ * 8..15, which sits in the same lane of the other register), then each panel's 16 rows in order. */
+static INLINE void zq4_unpair(__m512 a[4], float xs, float off) {
+    __m512 c = _mm512_set1_ps(-off * xs), out[4];
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+        __m512 lo = _mm512_fmadd_ps(_mm512_sub_ps(a[i], a[2 + i]), _mm512_set1_ps(1.0f), c);
+        __m512 hi = _mm512_fmadd_ps(a[2 + i], _mm512_set1_ps(0.0625f), c);
+        out[2 * i] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+        out[2 * i + 1] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = out[p];
+}
+
+/* One row x four panels of a type known where it is inlined (zq_gemv4): the step pointer advances by
+ * a constant, and no test of the type is left in the loop. */
+static INLINE void zq_gemv4_of(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
     __m512 acc[4], a[4];
-    size_t pstride = (size_t)m->k * m->step_bytes;
+    const size_t step = type == KERN_Q8 ? 16 : 8, pstride = (size_t)m->k * step;
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) acc[p] = _mm512_setzero_ps();
     for (int g = 0; g < m->n_groups; g++) {
         int b = g * m->group, e = group_end_at(g, m->group, m->k);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_setzero_ps();
         prefetch_scales4(&m->sc, &m->mn, panel, g + Q_SCALES_AHEAD);
-        for (int kk = b; kk < e; kk++) {
-            __m512 xb = _mm512_set1_ps(x[kk]);
-            if (!(kk & 3))
-                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes + 768,
-                                 _MM_HINT_T0);
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm512_fmadd_ps(xb, zq_step(type, m, panel + p, kk), a[p]);
+        const uint8_t *q = m->q + ((size_t)panel * m->k + (size_t)b) * step;
+        int kk = b;
+        for (; kk + 4 <= e; kk += 4, q += 4 * step) { /* four steps per prefetch of each panel, no test */
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm_prefetch((const char *)q + p * pstride + 768, _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) zq_gemv_step(type, a, _mm512_set1_ps(x[kk + i]), q + i * step, pstride);
         }
+        for (; kk < e; kk++, q += step) zq_gemv_step(type, a, _mm512_set1_ps(x[kk]), q, pstride);
         float xs = !q_need_xsum(type, m) ? 0.0f : xsum ? xsum[g] : q4_xsum(x, b, e);
+        if (type == KERN_Q4) zq4_unpair(a, xs, m->q4_off);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            if (type == KERN_Q4) a[p] = q4_fix16(a[p], xs, m->q4_off);
             acc[p] = _mm512_fmadd_ps(a[p], scales16_z(&m->sc, panel + p, g), acc[p]);
             if (m->mn.v) acc[p] = _mm512_fmadd_ps(scales16_z(&m->mn, panel + p, g), _mm512_set1_ps(xs), acc[p]);
         }
     }
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm512_storeu_ps(y + 16 * p, acc[p]);
+}
+
+/* kern_q_gemv_fn: the outputs' sums stay in registers from group to group. */
+static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int panel, const float *xsum) {
+    if (type == KERN_Q8) zq_gemv4_of(KERN_Q8, y, x, m, panel, xsum);
+    else zq_gemv4_of(KERN_Q4, y, x, m, panel, xsum);
 }
 
 static const kern_q_hooks zq_hooks = {zq_tiles, zl_tiles, zq_gemv4};
