@@ -19,20 +19,20 @@ void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n
                 int b = g * group, e = group_end_at(g, group, k);
                 float sum = 0.0f, xs = 0.0f; /* xs: the group's sum of x, in order (Q4 and mins) */
                 if (w->type == KERN_Q4) { /* x * stored nibble (value + 8), less 8 (0 with mins) times the sum of
-                                           * x. A high nibble (rows 8..15 of a panel) as 16 times it, the sum
-                                           * times 1/16 in the FMA that takes the offset off; a low one as
-                                           * its whole byte (its nibble + 16 times row o + 8's), the high
-                                           * nibble's sum taken off: the AVX2 kernels' order (q4_step) */
-                    float sh = 0.0f;
+                                           * x. A low nibble (rows 0..7 of a panel) as itself; a high one
+                                           * (rows 8..15) as its whole byte (16 times it + row o - 8's
+                                           * nibble), row o - 8's sum taken off and the rest times 1/16 in
+                                           * the FMA that takes the offset off: the kernels' order (q4_step) */
+                    float sl = 0.0f;
                     int high = o % KERN_PANEL >= 8;
                     for (int kk = b; kk < e; kk++) {
-                        float h16 = 16.0f * (float)(qvalue(w, high ? o : o + 8, kk, k) + 8);
-                        sum = fmaf(xr[kk], high ? h16 : (float)(qvalue(w, o, kk, k) + 8) + h16, sum);
-                        if (!high) sh = fmaf(xr[kk], h16, sh);
+                        float lo = (float)(qvalue(w, high ? o - 8 : o, kk, k) + 8);
+                        sum = fmaf(xr[kk], high ? 16.0f * (float)(qvalue(w, o, kk, k) + 8) + lo : lo, sum);
+                        if (high) sl = fmaf(xr[kk], lo, sl);
                         xs += xr[kk];
                     }
                     float off = -kern_q4_offset(w) * xs; /* exact: -8 or -0 times xs */
-                    sum = high ? fmaf(sum, 0.0625f, off) : sum - sh + off;
+                    sum = high ? fmaf(sum - sl, 0.0625f, off) : sum + off;
                 } else {
                     for (int kk = b; kk < e; kk++) sum = fmaf(xr[kk], (float)qvalue(w, o, kk, k), sum);
                     for (int kk = b; w->mins && kk < e; kk++) xs += xr[kk];

@@ -87,26 +87,26 @@ static INLINE void q8_step(const int8_t *q, __m256 *w0, __m256 *w1) {
     *w0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
     *w1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)));
 }
-/* A Q4 step's byte j holds row j in its low nibble and row j + 8 in its high nibble. Rows 8..15 come
- * out as 16 times their nibble (a mask, not a shift: the shift competes with the conversions and
- * FMAs for the same two ports), rows 0..7 as the whole byte, low nibble + 16 times the high one (no
- * mask at all: one instruction fewer per step, 1.1-1.2x faster decode), and at the group's end
- * q4_fix_pair takes the high sums off the low ones and scales the high ones back by 1/16, as the
- * twin does. */
+/* A Q4 step's byte j holds row j in its low nibble and row j + 8 in its high nibble. Rows 0..7 come
+ * out as their nibble (a mask, not a shift: the shift competes with the conversions and FMAs for the
+ * same two ports), rows 8..15 as the whole byte, 16 times their nibble + row j's (no mask at all),
+ * and at the group's end q4_fix_pair takes the low sums off the high ones and scales those by 1/16,
+ * as the twin does. Whole bytes on one side and a plain nibble on the other let a 16-entry permute
+ * (AVX-512's vpermps, which reads an index's low 4 bits) stand for the mask and the conversion. */
 static INLINE void q4_step(const uint8_t *q, __m256 *w0, __m256 *w1) {
     __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)q));
-    *w0 = _mm256_cvtepi32_ps(v);
-    *w1 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0xF0)));
+    *w0 = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(0x0F)));
+    *w1 = _mm256_cvtepi32_ps(v);
 }
 
-/* Q4's correction of a group's sums of x times the whole bytes (rows 0..7, *lo) and times 16 high
- * nibbles (rows 8..15, *hi) into each row's sum of x times its value, less off (8, or 0 with mins:
- * the nibble is the value) times xs, the group's sum of x (q4_xsum): low = bytes - high - off * xs,
- * high = high / 16 - off * xs in one FMA (off * xs is exact). */
+/* Q4's correction of a group's sums of x times the low nibbles (rows 0..7, *lo) and times the whole
+ * bytes (rows 8..15, *hi) into each row's sum of x times its value, less off (8, or 0 with mins: the
+ * nibble is the value) times xs, the group's sum of x (q4_xsum): low = low - off * xs, high =
+ * (bytes - low) / 16 - off * xs in one FMA (off * xs is exact). */
 static INLINE void q4_fix_pair(__m256 *lo, __m256 *hi, float xs, float off) {
     __m256 c = _mm256_set1_ps(-off * xs);
-    *lo = _mm256_add_ps(_mm256_sub_ps(*lo, *hi), c);
-    *hi = _mm256_fmadd_ps(*hi, _mm256_set1_ps(0.0625f), c);
+    *hi = _mm256_fmadd_ps(_mm256_sub_ps(*hi, *lo), _mm256_set1_ps(0.0625f), c);
+    *lo = _mm256_add_ps(*lo, c);
 }
 /* y + the group's mins times its sum of x, for a matrix with mins (after the scale's FMA). */
 static INLINE void q_add_mins(const qmat *m, int panel, int g, float xs, __m256 *y0, __m256 *y1) {

@@ -79,12 +79,12 @@ DEFINE_MATMUL(f32)
 DEFINE_MATMUL(f16)
 DEFINE_MATMUL(bf16)
 
-/* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 0..7 summed x
- * times whole bytes, less rows 8..15's sums (16 times their nibble), then one FMA: rows 0..7 times
- * 1, rows 8..15 times 1/16, each less off (8, or 0 with mins) times the group's sum of x. */
+/* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 8..15 summed
+ * x times whole bytes, less rows 0..7's sums (their nibbles), then one FMA: rows 0..7 times 1, rows
+ * 8..15 times 1/16, each less off (8, or 0 with mins) times the group's sum of x. */
 static INLINE __m512 q4_fix16(__m512 p, float xs, float off) {
-    __m512 swapped = _mm512_shuffle_f32x4(p, p, _MM_SHUFFLE(1, 0, 3, 2)); /* rows 8..15's sums under rows 0..7's */
-    __m512 t = _mm512_mask_sub_ps(p, (__mmask16)0x00FF, p, swapped);
+    __m512 swapped = _mm512_shuffle_f32x4(p, p, _MM_SHUFFLE(1, 0, 3, 2)); /* rows 0..7's sums under rows 8..15's */
+    __m512 t = _mm512_mask_sub_ps(p, (__mmask16)0xFF00, p, swapped);
     __m512 times = _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(1.0f), _mm512_set1_ps(0.0625f));
     return _mm512_fmadd_ps(t, times, _mm512_set1_ps(-off * xs));
 }
@@ -202,13 +202,13 @@ static void zl_tiles(float *part, const float *x, int ldx, int rows, int len, co
 
 /* Decode: one row x four panels; each lane of a group's sums is one row's FMA chain over kk, and the
  * group's correction, scale and min are the AVX2 GEMV's in its order (bit for bit). Q8: a step's 16
- * int8 values widened in one register. Q4 (avx2_float.c's q4_step: rows 0..7 as whole bytes, rows
- * 8..15 as their high nibbles times 16) two panels per register: one widening of panel p's and
- * p + 1's steps (8 bytes each) puts p's bytes in lanes 0..7 and p + 1's in lanes 8..15, so the whole
- * bytes are rows 0..7 of both panels and the same masked to the high nibble rows 8..15 of both: one
- * widening and one mask per 32 weights where one panel per register took two of each. The
- * widening, mask and conversions, not the FMAs, bound this GEMV where a 512-bit operation takes
- * two 256-bit pipes (Zen 4). */
+ * int8 values widened in one register. Q4 (avx2_float.c's q4_step: rows 0..7 as their nibbles, rows
+ * 8..15 as whole bytes) two panels per register: one widening of panel p's and p + 1's steps (8
+ * bytes each) puts p's bytes in lanes 0..7 and p + 1's in lanes 8..15, so the whole bytes are rows
+ * 8..15 of both panels and their low nibbles, one permute of the floats 0..15 away, rows 0..7 of
+ * both: one widening, one permute and one conversion per 32 weights where one panel per register
+ * took two widenings, two masks and two conversions. These, not the FMAs, bound this GEMV where a
+ * 512-bit operation takes two 256-bit pipes (Zen 4). */
 static INLINE void zq_gemv_step(int type, __m512 a[4], __m512 xb, const uint8_t *q, size_t pstride) {
     if (type == KERN_Q8) {
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
@@ -217,23 +217,26 @@ static INLINE void zq_gemv_step(int type, __m512 a[4], __m512 xb, const uint8_t 
         }
         return;
     }
-    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) { /* a[i]: whole bytes, a[2 + i]: high nibbles */
+    /* a[i]: rows 0..7's nibbles (the permute reads an index's low 4 bits: no mask, no conversion),
+     * a[2 + i]: rows 8..15's whole bytes */
+    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
         const uint8_t *q0 = q + (size_t)(2 * i) * pstride;
         __m128i two = _mm_castpd_si128(
             _mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)q0)), (const double *)(const void *)(q0 + pstride)));
         __m512i v = _mm512_cvtepu8_epi32(two);
-        a[i] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(v), a[i]);
-        a[2 + i] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0xF0))), a[2 + i]);
+        a[i] = _mm512_fmadd_ps(xb, _mm512_permutexvar_ps(v, nibble), a[i]);
+        a[2 + i] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(v), a[2 + i]);
     }
 }
 
-/* Q4's correction of the paired sums (q4_fix16's operations, lane for lane: a row 0..7 less its row
- * 8..15, which sits in the same lane of the other register), then each panel's 16 rows in order. */
+/* Q4's correction of the paired sums (q4_fix16's operations, lane for lane: a row 8..15 less its row
+ * 0..7, which sits in the same lane of the other register), then each panel's 16 rows in order. */
 static INLINE void zq4_unpair(__m512 a[4], float xs, float off) {
     __m512 c = _mm512_set1_ps(-off * xs), out[4];
     _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
-        __m512 lo = _mm512_fmadd_ps(_mm512_sub_ps(a[i], a[2 + i]), _mm512_set1_ps(1.0f), c);
-        __m512 hi = _mm512_fmadd_ps(a[2 + i], _mm512_set1_ps(0.0625f), c);
+        __m512 lo = _mm512_add_ps(a[i], c);
+        __m512 hi = _mm512_fmadd_ps(_mm512_sub_ps(a[2 + i], a[i]), _mm512_set1_ps(0.0625f), c);
         out[2 * i] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
         out[2 * i + 1] = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));
     }
