@@ -208,18 +208,31 @@ int main(int argc, char **argv) {
      * a model quantizes a site's input once for all its matrices) */
     kern_qx qx_all = {must(malloc((size_t)rows * k / 2 * sizeof(int32_t))), must(malloc((size_t)rows * sizeof(float))),
                       must(malloc((size_t)rows * sizeof(int32_t))), must(malloc((size_t)rows * k / 2 * sizeof(uint16_t))),
-                      must(malloc((size_t)rows * (k / 2 + 1) * sizeof(int32_t)))};
+                      must(malloc((size_t)rows * (k / 2 + 1) * sizeof(int32_t))), 0, 0};
     kern_qx qx_one = {must(malloc((size_t)k / 2 * sizeof(int32_t))), must(malloc(sizeof(float))), must(malloc(sizeof(int32_t))),
-                      must(malloc((size_t)k / 2 * sizeof(uint16_t))), must(malloc((size_t)(k / 2 + 1) * sizeof(int32_t)))};
+                      must(malloc((size_t)k / 2 * sizeof(uint16_t))), must(malloc((size_t)(k / 2 + 1) * sizeof(int32_t))), 0, 0};
     kern_quantize_x(&qx_all, x, rows, k, NULL);
     kern_quantize_x(&qx_one, x, 1, k, NULL);
+    /* ... and with a scale per 32 values of a row, as llama.cpp's Q8_0 activations (quant.act_group) */
+    kern_qx gx_all = qx_all, gx_one = qx_one;
+    gx_all.scale = must(malloc((size_t)rows * (size_t)kern_q_groups(k, 32) * sizeof(float)));
+    gx_one.scale = must(malloc((size_t)kern_q_groups(k, 32) * sizeof(float)));
+    gx_all.pairs = must(malloc((size_t)rows * k / 2 * sizeof(int32_t))), gx_one.pairs = must(malloc((size_t)k / 2 * sizeof(int32_t)));
+    gx_all.bytes = must(malloc((size_t)rows * k / 2 * sizeof(uint16_t))), gx_one.bytes = must(malloc((size_t)k / 2 * sizeof(uint16_t)));
+    gx_all.psum = must(malloc((size_t)rows * (k / 2 + 1) * sizeof(int32_t))), gx_one.psum = must(malloc((size_t)(k / 2 + 1) * sizeof(int32_t)));
+    gx_all.zero = must(malloc((size_t)rows * sizeof(int32_t))), gx_one.zero = must(malloc(sizeof(int32_t)));
+    gx_all.group = gx_one.group = 32;
+    kern_quantize_x(&gx_all, x, rows, k, NULL);
+    kern_quantize_x(&gx_one, x, 1, k, NULL);
 
-    static const struct { const char *name; int type, scale_type, mins; } types[] = {
-        {"f32", KERN_F32, 0, 0}, {"f16", KERN_F16, 0, 0}, {"bf16", KERN_BF16, 0, 0},
-        {"q8 (8w, Q8_0 kept)", KERN_Q8, KERN_F16, 0}, {"q4 (4w, Q4_0 kept)", KERN_Q4, KERN_F16, 0},
-        {"q4, f16 scales and mins (Q4_1 kept)", KERN_Q4, KERN_F16, 1}, {"q4, f32 scales and mins", KERN_Q4, KERN_F32, 1},
-        {"q4, two-level scales and mins (Q4_K kept)", KERN_Q4, KERN_SCALE_S8, 1},
-        {"i8 (8da8w)", KERN_I8, KERN_F16, 0}, {"i4 (8da4w)", KERN_I4, KERN_F16, 0},
+    static const struct { const char *name; int type, scale_type, mins, act_group; } types[] = {
+        {"f32", KERN_F32, 0, 0, 0}, {"f16", KERN_F16, 0, 0, 0}, {"bf16", KERN_BF16, 0, 0, 0},
+        {"q8 (8w, Q8_0 kept)", KERN_Q8, KERN_F16, 0, 0}, {"q4 (4w, Q4_0 kept)", KERN_Q4, KERN_F16, 0, 0},
+        {"q4, f16 scales and mins (Q4_1 kept)", KERN_Q4, KERN_F16, 1, 0}, {"q4, f32 scales and mins", KERN_Q4, KERN_F32, 1, 0},
+        {"q4, two-level scales and mins (Q4_K kept)", KERN_Q4, KERN_SCALE_S8, 1, 0},
+        {"i8 (8da8w)", KERN_I8, KERN_F16, 0, 0}, {"i4 (8da4w)", KERN_I4, KERN_F16, 0, 0},
+        {"i8, activations per 32 (8da8w --act-group 32)", KERN_I8, KERN_F16, 0, 32},
+        {"i4, activations per 32 (8da4w --act-group 32)", KERN_I4, KERN_F16, 0, 32},
     };
     /* Every type's matrices first, then passes that time each type in turn (prefill, then decode):
      * a neighbour's burst on a shared machine lands on every type alike, not on the one it met. */
@@ -236,8 +249,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         for (int t = 0; t < N_TYPES; t++) {
-            double a = time_call(pool, &b[t], copies[t], x, &qx_all, y, rows, d, k);
-            double c = time_call(pool, &b[t], copies[t], x, &qx_one, y, 1, d, k);
+            int g = types[t].act_group;
+            double a = time_call(pool, &b[t], copies[t], x, g ? &gx_all : &qx_all, y, rows, d, k);
+            double c = time_call(pool, &b[t], copies[t], x, g ? &gx_one : &qx_one, y, 1, d, k);
             if (p >= 0) tp[t * passes + p] = a, td[t * passes + p] = c;
         }
     }
@@ -263,5 +277,7 @@ int main(int argc, char **argv) {
     free(src), free(x), free(y);
     free(qx_all.pairs), free(qx_all.scale), free(qx_all.zero), free(qx_all.bytes), free(qx_all.psum);
     free(qx_one.pairs), free(qx_one.scale), free(qx_one.zero), free(qx_one.bytes), free(qx_one.psum);
+    free(gx_all.pairs), free(gx_all.scale), free(gx_all.zero), free(gx_all.bytes), free(gx_all.psum);
+    free(gx_one.pairs), free(gx_one.scale), free(gx_one.zero), free(gx_one.bytes), free(gx_one.psum);
     return 0;
 }

@@ -5,7 +5,8 @@
 # (the 8-bit ones with --qembedding 8w, the 4-bit ones with 4w: llama.cpp's GGUF quantizes the tied
 # table too) and also runs the Q8_0/Q4_0 GGUFs as imported (kept as they are); 8da8w and 8da4w run
 # twice, the second time with ETCH_KERNELS=avx2 (no VNNI, as on the brief's Zen 3), and the imported
-# Q8_0/Q4_0 programs also converted as they are to 8da8w/8da4w. Then ROUNDS rounds,
+# Q8_0/Q4_0 programs also converted as they are to 8da8w/8da4w, with activations per token and with
+# a scale per 32 values (--act-group 32, as llama.cpp quantizes them: *-g32). Then ROUNDS rounds,
 # each program and llama.cpp in turn. Prints medians and each figure's ratio to llama.cpp with the
 # same bit width. Figures, not a test. From the repository root, after `make`:
 #   bash bench/quant.sh   (THREADS=2 LENGTH=128 NGEN=32 ROUNDS=3 REPS=1 CTX=1024)
@@ -39,11 +40,15 @@ done
 PROG[q8_0-8da8w]=$OUT/qwen3-0.6b-q8_0-8da8w-ctx$CTX.etch PROG[q4_0-8da4w]=$OUT/qwen3-0.6b-q4_0-8da4w-ctx$CTX.etch
 [ -f "${PROG[q8_0-8da8w]}" ] || "$ETCH" quantize "${PROG[q8_0-as-is]}" -o "${PROG[q8_0-8da8w]}" --scheme 8da8w
 [ -f "${PROG[q4_0-8da4w]}" ] || "$ETCH" quantize "${PROG[q4_0-as-is]}" -o "${PROG[q4_0-8da4w]}" --scheme 8da4w
+for s in q8_0-8da8w q4_0-8da4w; do
+  PROG[$s-g32]=$OUT/qwen3-0.6b-$s-g32-ctx$CTX.etch
+  [ -f "${PROG[$s-g32]}" ] || "$ETCH" quantize "${PROG[${s%-*}-as-is]}" -o "${PROG[$s-g32]}" --scheme "${s#*-}" --act-group 32
+done
 if [ "$ROUNDS" -eq 0 ]; then echo "ROUNDS=0: the programs are ready under $OUT"; exit 0; fi
 RUNS=$OUT/runs-quant.jsonl
 : >"$RUNS"
 for round in $(seq 1 "$ROUNDS"); do
-  for s in 8w 8da8w 8da8w-avx2 q8_0-as-is q8_0-8da8w 4w 8da4w 8da4w-avx2 q4_0-as-is q4_0-8da4w; do
+  for s in 8w 8da8w 8da8w-avx2 q8_0-as-is q8_0-8da8w q8_0-8da8w-g32 4w 8da4w 8da4w-avx2 q4_0-as-is q4_0-8da4w q4_0-8da4w-g32; do
     echo "round $round/$ROUNDS: etch $s" >&2
     # NAME-avx2: the same program with the kernels capped at AVX2 (no VNNI), as on a Zen 3
     caps=best; [[ $s == *-avx2 ]] && caps=avx2
@@ -69,8 +74,8 @@ n = runs[0]["n_prompt"]
 print(f"Qwen3-0.6B shapes, {runs[0]['threads']} threads, {n} prompt tokens; medians over {len(by[('llama.cpp', 'q8_0')]['decode_tok_s'])} alternating rounds\n")
 print("| program | prefill tok/s | vs llama.cpp | decode tok/s | vs llama.cpp |")
 print("|---|---|---|---|---|")
-for dt, names in (("q8_0", ("8w", "8da8w", "8da8w-avx2", "q8_0-as-is", "q8_0-8da8w")),
-                  ("q4_0", ("4w", "8da4w", "8da4w-avx2", "q4_0-as-is", "q4_0-8da4w"))):
+for dt, names in (("q8_0", ("8w", "8da8w", "8da8w-avx2", "q8_0-as-is", "q8_0-8da8w", "q8_0-8da8w-g32")),
+                  ("q4_0", ("4w", "8da4w", "8da4w-avx2", "q4_0-as-is", "q4_0-8da4w", "q4_0-8da4w-g32"))):
     l = med[("llama.cpp", dt)]
     print(f"| llama.cpp {dt.upper()} | {l['prefill_tok_s']:.1f} | 1.00x | {l['decode_tok_s']:.2f} | 1.00x |")
     for s in names:

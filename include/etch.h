@@ -213,6 +213,9 @@ typedef struct etch_quantize_options {
                                quantized per token at run time); "a8w8" (static per-tensor scale and
                                zero point from calibration, with per-channel int8 weights) */
     int32_t group_size;     /* 0: the scheme's (one per row for 8w, 8da8w, a8w8; 32 for 4w, 8da4w) */
+    int32_t act_group;      /* 8da8w, 8da4w: 0 for one activation scale per token; G (even, a multiple
+                               of every integer-dot matrix's group) for one per G values of a token,
+                               as llama.cpp quantizes the activations of Q4_0 and Q8_0 (G = 32) */
     const char *qembedding; /* NULL: the embedding table stays as it is; "8w" or "4w": quantized too
                                (tied embeddings then stay tied; without it a tied table gives the
                                output layer its own quantized copy) */

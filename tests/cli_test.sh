@@ -188,6 +188,11 @@ for t in q4_k:8da4w:4w:4w q5_1:8da8w:8w:8w; do
   check "$q to $scheme as it is (KL $a) is closer than rounded again ($b)" awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && b != "" && a < b) }'
   a=$(kl "$WORK/$q-$wonly.eval") b=$(kl "$WORK/$q-f32-$wonly.eval")
   check "$q to $wonly rounds what f32 rounds (KL $a, $b)" test -n "$a" -a "$a" = "$b"
+  # with a scale per 32 inputs (as llama.cpp quantizes activations) it is closer to the file still
+  "$ETCH" quantize "$WORK/$q.etch" -o "$WORK/$q-$scheme-g32.etch" --scheme $scheme --act-group 32 --qembedding $table 2>/dev/null
+  "$ETCH" eval "$WORK/$q-$scheme-g32.etch" --text "$(dirname "$0")/data/heldout.txt" --ctx 64 --ref "$WORK/$q.etch" >"$WORK/$q-$scheme-g32.eval" 2>&1
+  a=$(kl "$WORK/$q-$scheme-g32.eval") b=$(kl "$WORK/$q-$scheme.eval")
+  check "$q to $scheme with activations per 32 (KL $a) is closer than per token ($b)" awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && b != "" && a < b) }'
 done
 expect_error 2 "give one source" -- "$ETCH" export --hf a --gguf b -o c
 expect_error 2 "--tokenizer goes with --llama2c" -- "$ETCH" export --hf a --tokenizer b -o c
@@ -329,9 +334,12 @@ expect_error 1 "fewer than one window" -- "$ETCH" eval "$P" --text <(printf 'Onc
 expect_error 1 "different vocabularies" -- "$ETCH" eval "$P" --text "$STORY" --ref "$WORK/q.etch"
 
 # quantize: each scheme writes a program that runs, batched equal to sequential; a8w8 calibrates
-# and reports; errors name what is wrong.
-for scheme in 8w 4w 8da8w 8da4w; do
-  check "quantize $scheme" "$ETCH" quantize "$P" -o "$WORK/q-$scheme.etch" --scheme "$scheme" --qembedding 8w
+# and reports; errors name what is wrong. 8da8w-g32 and 8da4w-g32: activations with a scale per 32
+# values (--act-group), the weights rounded in groups that divide 32 (stories260K's 172 columns: 4).
+for scheme in 8w 4w 8da8w 8da4w 8da8w-g32 8da4w-g32; do
+  opts=(--scheme "${scheme%-g32}")
+  [ "$scheme" = "${scheme%-g32}" ] || opts+=(--act-group 32)
+  check "quantize $scheme" "$ETCH" quantize "$P" -o "$WORK/q-$scheme.etch" "${opts[@]}" --qembedding 8w
   "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json >"$WORK/q-$scheme-b.json"
   "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json --prefill sequential >"$WORK/q-$scheme-s.json"
   check "$scheme: batched and sequential give the same tokens" test "$("$JSONQ" "$WORK/q-$scheme-b.json" generated_ids)" = "$("$JSONQ" "$WORK/q-$scheme-s.json" generated_ids)"
@@ -355,6 +363,10 @@ expect_error 2 "only a8w8 has them" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" -
 expect_error 2 "--observer expects" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme a8w8 --calib "$STORY" --observer max
 expect_error 1 "nothing.txt: cannot open" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme a8w8 --calib "$WORK/nothing.txt"
 expect_error 1 "already q8" -- "$ETCH" quantize "$WORK/q-8w.etch" -o "$WORK/x.etch" --scheme 4w
+expect_error 1 "activation group 32: it takes an even size up to 32768 under 8da8w or 8da4w (scheme 4w)" -- \
+  "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme 4w --act-group 32
+expect_error 1 "activation group 33" -- "$ETCH" quantize "$P" -o "$WORK/x.etch" --scheme 8da4w --act-group 33
+check "inspect shows the activation group" grep -q "quant.act_group.* 32" <("$ETCH" inspect "$WORK/q-8da4w-g32.etch" --no-verify-data)
 check "no file after a failed quantize" test ! -e "$WORK/x.etch"
 
 echo "$pass passed, $fail failed"

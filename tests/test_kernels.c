@@ -219,15 +219,17 @@ static void test_matmul_int(const char *variant, int exact) {
     uint16_t *bytes = malloc(33 * 550 * sizeof *bytes), *sd = malloc(144 * 1100 * sizeof *sd), *md = malloc(144 * 1100 * sizeof *md);
     float *fsc = malloc(144 * 1100 * sizeof *fsc), *fmn = malloc(144 * 1100 * sizeof *fmn), *y2 = malloc(33 * 130 * sizeof *y2);
     void *mn8 = malloc(144 * 1100);
-    float xs[33], *y = malloc(33 * 130 * sizeof *y), *r = malloc(33 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
-    kern_qx qx = {pairs, xs, zero, bytes, psum};
+    float *xs = malloc(33 * 550 * sizeof *xs), *y = malloc(33 * 130 * sizeof *y), *r = malloc(33 * 130 * sizeof *r);
+    float *one = malloc(130 * sizeof *one);
+    kern_qx qx = {pairs, xs, zero, bytes, psum, 0, 0};
     int mismatched = 0;
     double worst = 0;
     for (int type = KERN_Q8; type <= KERN_Q4; type++)
         for (int n = 1; n <= 33; n += n < 9 ? 1 : n < 13 ? 4 : 20) /* every tail of an eight-row tile; two 16-row tiles and one row */
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
                 for (size_t di = 0; di < sizeof ds / sizeof *ds; di++)
-                    for (int stat = 0; stat < 3; stat++) { /* dynamic, static, dynamic with mins */
+                    for (int stat = 0; stat < 5; stat++) { /* dynamic, static, dynamic with mins; 3, 4: as 0 and 2
+                                                            * with a scale per group of inputs */
                         int k = ks[ki], d = ds[di], want = (int[]){32, 6, 1 << 20}[(n + ki + di) % 3];
                         fill(x, (size_t)n * k);
                         fill(wf, (size_t)d * k);
@@ -240,7 +242,7 @@ static void test_matmul_int(const char *variant, int exact) {
                         kern_mat mq = {.w = q, .scales = sc, .type = type, .group = group, .scale_type = st};
                         float act[2] = {1.0f / 120, 7}; /* a static scale and zero point */
                         m.act = stat == 1 ? act : NULL;
-                        if (stat == 2) { /* mins, as GGUF's Q4_1/Q4_K/Q5_1/Q5_K: a weight is u * scale + min */
+                        if (stat == 2 || stat == 4) { /* mins, as GGUF's Q4_1/Q4_K/Q5_1/Q5_K: a weight is u * scale + min */
                             for (int i = 0; i < kern_packed_rows(d) * kern_q_groups(k, group); i++) {
                                 float v = 0.05f * frand();
                                 if (st == KERN_F16) ((uint16_t *)mn)[i] = kern_f32_to_f16(v);
@@ -258,6 +260,8 @@ static void test_matmul_int(const char *variant, int exact) {
                             m.scale_type = mq.scale_type = f.scale_type = KERN_F32;
                         }
                         kern_group_sums(ws, &m, d, k);
+                        /* input groups of the weights' size or twice it (the weights' groups are even) */
+                        qx.group = stat >= 3 ? group * (1 + (int)(n + ki) % 2) : 0;
                         kern_quantize_x(&qx, x, n, k, m.act);
                         for (int o = 0; o < d; o++) /* the layouts hold the same values */
                             for (int kk = 0; kk < k; kk += 7)
@@ -278,7 +282,8 @@ static void test_matmul_int(const char *variant, int exact) {
                                 for (int kk = 0; kk < k; kk++) {
                                     int32_t w = qx.pairs[(size_t)row * (k / 2) + kk / 2];
                                     int xv = kk % 2 ? (int16_t)(uint16_t)((uint32_t)w >> 16) : (int16_t)(uint16_t)(w & 0xFFFF);
-                                    double t = (double)xs[row] * (xv - zero[row]) * kern_mat_at(&mq, o, kk, k);
+                                    double xsc = qx.group ? kern_qx_scale(&qx, 1, row, kk) : xs[row];
+                                    double t = xsc * (xv - zero[row]) * kern_mat_at(&mq, o, kk, k);
                                     sum += t, mag += fabs(t);
                                 }
                                 double e = fabs(sum - r[(size_t)row * d + o]) / (mag + 1e-30);
@@ -299,7 +304,7 @@ static void test_matmul_int(const char *variant, int exact) {
     CHECK(mismatched == 0, "%s: %d integer-dot cases differ", variant, mismatched);
     CHECK(worst < 1e-5, "%s: the integer twin is off the double sum by %g of the magnitude", variant, worst);
     free(x), free(wf), free(sc), free(ws), free(mn), free(q), free(qi), free(pairs), free(y), free(r), free(one), free(psum), free(bytes);
-    free(sd), free(md), free(fsc), free(fmn), free(y2), free(mn8);
+    free(sd), free(md), free(fsc), free(fmn), free(y2), free(mn8), free(xs);
 }
 
 /* The AVX2 activation quantizer equals the scalar one exactly: halves (0.5, 1.5, -2.5 steps), NaN,
@@ -309,19 +314,22 @@ static void test_quantize_x_twin(void) {
     static float x[N * K];
     static int32_t p1[N * K / 2], p2[N * K / 2], s1[N * (K / 2 + 1)], s2[N * (K / 2 + 1)], z1[N], z2[N];
     static uint16_t b1[N * K / 2], b2[N * K / 2];
-    float f1[N], f2[N];
+    static float f1[N * K / 2], f2[N * K / 2];
     fill(x, N * K);
     for (int i = 0; i < K; i++) x[K + i] = (float)(i % 9 - 4) * 0.5f * (1.0f / 127); /* halves of a step */
     x[2 * K + 3] = NAN, x[2 * K + 4] = INFINITY, x[2 * K + 5] = -INFINITY, x[3 * K + 7] = 1e30f, x[3 * K + 8] = -1e-30f;
     x[1 * K + 0] = 1.0f; /* row 1's max: a step of 1/127, its halves exact */
-    for (int st = 0; st < 2; st++) {
+    for (int st = 0; st < 4; st++) { /* dynamic, static, dynamic in groups of 64 (the last of 24) and of 6 */
         float stat[2] = {0.013f, -5};
-        kern_qx a = {p1, f1, z1, b1, s1}, b = {p2, f2, z2, b2, s2};
-        kern_quantize_x(&a, x, N, K, st ? stat : NULL);
-        kern_quantize_x_ref(&b, x, N, K, st ? stat : NULL);
+        int G = (int[]){0, 0, 64, 6}[st];
+        memset(f1, 0, sizeof f1), memset(f2, 0xFF, sizeof f2);
+        kern_qx a = {p1, f1, z1, b1, s1, G, 0}, b = {p2, f2, z2, b2, s2, G, 0};
+        kern_quantize_x(&a, x, N, K, st == 1 ? stat : NULL);
+        kern_quantize_x_ref(&b, x, N, K, st == 1 ? stat : NULL);
+        size_t scales = (size_t)N * (G ? (size_t)kern_q_groups(K, G) : 1);
         CHECK(!memcmp(p1, p2, sizeof p1) && !memcmp(b1, b2, sizeof b1) && !memcmp(s1, s2, sizeof s1) &&
-                  !memcmp(z1, z2, sizeof z1) && !memcmp(f1, f2, sizeof f1),
-              "%s: the AVX2 activation quantizer differs from the scalar one", st ? "static" : "dynamic");
+                  !memcmp(z1, z2, sizeof z1) && !memcmp(f1, f2, scales * sizeof *f1),
+              "%s: the AVX2 activation quantizer differs from the scalar one", (const char *[]){"dynamic", "static", "groups of 64", "groups of 6"}[st]);
     }
 }
 
@@ -330,8 +338,8 @@ static void test_quantize_x(void) {
     float x[2 * 6] = {0.5f, -1.0f, 0.25f, 0.0f, 1.0f, -0.5f, 100.0f, -100.0f, 0.0f, 0.01f, -0.004f, 0.006f};
     int32_t pairs[6], zero[2], psum[2 * 4];
     uint16_t bytes[6];
-    float s[2];
-    kern_qx qx = {pairs, s, zero, bytes, psum};
+    float s[6];
+    kern_qx qx = {pairs, s, zero, bytes, psum, 0, 0};
     kern_quantize_x(&qx, x, 2, 6, NULL);
     CHECK(s[0] == 1.0f / 127 && zero[0] == 0 && (int16_t)(pairs[0] & 0xFFFF) == 64 && (int16_t)(pairs[0] >> 16) == -127,
           "dynamic: scale %g, values %d %d", s[0], (int16_t)(pairs[0] & 0xFFFF), (int16_t)(pairs[0] >> 16));
@@ -342,6 +350,14 @@ static void test_quantize_x(void) {
     CHECK((int16_t)(pairs[0] & 0xFFFF) == -2 && (int16_t)(pairs[2] >> 16) == -4, "static: 0.5/0.5 - 3 = -2, -0.5/0.5 - 3 = -4");
     CHECK(bytes[0] == (uint16_t)((uint8_t)-2 | (uint8_t)-5 << 8) && psum[0] == 0 && psum[1] == -7,
           "the byte pairs and prefix sums: %04x, %d %d", bytes[0], psum[0], psum[1]);
+    qx.group = 2; /* a scale per pair: row 0's pairs (0.5, -1), (0.25, 0), (1, -0.5) */
+    kern_quantize_x(&qx, x, 2, 6, NULL);
+    CHECK(qx.n_groups == 3 && s[0] == 1.0f / 127 && s[1] == 0.25f / 127 && s[2] == 1.0f / 127 && zero[0] == 0,
+          "groups: %d scales %g %g %g", qx.n_groups, s[0], s[1], s[2]);
+    CHECK((int16_t)(pairs[0] & 0xFFFF) == 64 && (int16_t)(pairs[0] >> 16) == -127 && (int16_t)(pairs[1] & 0xFFFF) == 127 &&
+              (int16_t)(pairs[1] >> 16) == 0 && (int16_t)(pairs[2] >> 16) == -64 && psum[3] == 64 - 127 + 127 + 127 - 64,
+          "groups: each pair on its own scale (%d %d %d %d %d), prefix sums across groups (%d)", (int16_t)(pairs[0] & 0xFFFF),
+          (int16_t)(pairs[0] >> 16), (int16_t)(pairs[1] & 0xFFFF), (int16_t)(pairs[1] >> 16), (int16_t)(pairs[2] >> 16), psum[3]);
 }
 
 static void test_conversions(void) {

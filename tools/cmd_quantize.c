@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 static const char quantize_help[] =
-    "usage: etch quantize IN.etch -o OUT.etch --scheme S [--group-size N] [--qembedding 8w|4w]\n"
+    "usage: etch quantize IN.etch -o OUT.etch --scheme S [--group-size N] [--act-group N] [--qembedding 8w|4w]\n"
     "                     [--calib FILE ...] [--calib-mode prefill|generate] [--gen-tokens N]\n"
     "                     [--observer minmax|moving-average|percentile|mse] [--calib-limit N] [-t N]\n"
     "\n"
@@ -27,6 +27,9 @@ static const char quantize_help[] =
     "8w and 4w refuse the others (weight-only already).\n"
     "\n"
     "  --group-size N   values per scale along the input (default: the scheme's)\n"
+    "  --act-group N    8da8w, 8da4w: one activation scale per N values of a token instead of one per\n"
+    "                   token (N even, a multiple of the weights' groups; 32 quantizes activations as\n"
+    "                   llama.cpp does for Q4_0 and Q8_0)\n"
     "  --qembedding S   quantize the embedding table too, 8w or 4w (a tied table then serves the\n"
     "                   output layer; without it the output layer gets its own quantized copy)\n"
     "  --calib FILE     calibration samples (repeatable): .txt text (chunked to the context), .json\n"
@@ -88,10 +91,11 @@ int cmd_quantize(int argc, char **argv) {
             if (strcmp(o.observer, "minmax") && strcmp(o.observer, "moving-average") && strcmp(o.observer, "percentile") &&
                 strcmp(o.observer, "mse"))
                 return cli_usage("--observer expects minmax, moving-average, percentile or mse, got '%s'", o.observer);
-        } else if (!strcmp(a, "--group-size") || !strcmp(a, "--calib-limit") || !strcmp(a, "--gen-tokens") ||
+        } else if (!strcmp(a, "--group-size") || !strcmp(a, "--act-group") || !strcmp(a, "--calib-limit") || !strcmp(a, "--gen-tokens") ||
                    !strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_take(argc, argv, &i)) || !cli_parse_int(a, v, 1, 1 << 20, &n)) return 2;
-            int32_t *dst = !strcmp(a, "--group-size") ? &o.group_size : !strcmp(a, "--calib-limit") ? &o.calib_limit
+            int32_t *dst = !strcmp(a, "--group-size") ? &o.group_size : !strcmp(a, "--act-group") ? &o.act_group
+                         : !strcmp(a, "--calib-limit") ? &o.calib_limit
                          : !strcmp(a, "--gen-tokens") ? &o.gen_tokens : &o.threads;
             *dst = (int32_t)n;
         } else if (a[0] == '-') {

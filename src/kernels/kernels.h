@@ -76,6 +76,8 @@ typedef struct kern_mat {
                               * scales: scale (o, g) = scale_d(o, g / sub_groups) * int8 scales(o, g) */
     const uint16_t *min_d;   /* KERN_SCALE_S8 with mins: the mins' f16 factors, as scale_d */
     int sub_groups;          /* KERN_SCALE_S8: groups per f16 factor, a power of two dividing n_groups */
+    int act_group;           /* I8, I4 without act: 0 for inputs quantized per row, or G (a multiple of
+                              * group) for one input scale per G values of a row (kern_qx.group) */
 } kern_mat;
 /* Where the f16 factor of scale entry i (kern_packed_index(o, g, n_groups)) of a KERN_SCALE_S8 table
  * is: the entries of a panel's group are 16 apart, and sub_groups, a power of two (a shift, not a
@@ -131,22 +133,34 @@ int kern_qvalue(const kern_mat *m, int o, int kk, int k);
  * layout: dst holds as many bytes as q. k must be even. */
 void kern_to_int_dot(void *dst, const void *q, int type, int d, int k);
 
-/* int8 activations of an integer-dot matrix: x[r, kk] ~ scale[r] * (value - zero[r]). */
+/* int8 activations of an integer-dot matrix: x[r, kk] ~ scale[r] * (value - zero[r]), or with
+ * groups x[r, kk] ~ scale[r, kk / group] * value. */
 typedef struct kern_qx {
     int32_t *pairs; /* [n, k/2]: values (r, 2i) and (r, 2i+1) as the low and high int16 of one word */
-    float *scale;   /* [n] */
-    int32_t *zero;  /* [n] */
+    float *scale;   /* [n], or with groups [n, n_groups] */
+    int32_t *zero;  /* [n] (0 with groups) */
     uint16_t *bytes; /* [n, k/2]: the same pairs as two int8 (low byte first), for vpmaddubsw (I4) */
     int32_t *psum;  /* [n, k/2 + 1]: psum[r][i] = sum of values (r, 0 .. 2i-1) (I4's offset of 8) */
+    int group;      /* set by the caller: 0 for one scale per row, or G (even) for one per G values of a
+                     * row, as llama.cpp's Q8_0 activations (G = 32); a matrix multiplied by it must
+                     * have groups that G is a multiple of, so each of its groups has one input scale */
+    int n_groups;   /* with groups: kern_q_groups(k, group), set by kern_quantize_x */
 } kern_qx;
-/* Quantizes x[n, k] (k even): per row with scale max|x|/127 and zero 0 (values -127..127) when
- * stat is NULL, else with stat[0] as the scale and stat[1] as the zero point (values clamped to
- * -128..127). Rounds to nearest, halves away from zero. */
+/* Quantizes x[n, k] (k even): per row (qx->group 0) or per group of qx->group values of a row, with
+ * scale max|x|/127 and zero point 0 (values -127..127) when stat is NULL, else (per row only) with
+ * stat[0] as the scale and stat[1] as the zero point (values clamped to -128..127). Rounds to
+ * nearest, halves away from zero. */
+/* With groups: row r's input scale over the weights' group g (groups of wgroup values). */
+static inline float kern_qx_scale(const kern_qx *x, int wgroup, int r, int g) {
+    return x->scale[(size_t)r * (size_t)x->n_groups + (size_t)(g * wgroup / x->group)];
+}
 void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
 void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat);
 /* y[r, o] = scale[r] * sum over groups g of scale(o, g) * (dot_g - zero[r] * wsum(o, g)), where dot_g
  * is the exact int32 sum of value(r, kk) * value(o, kk) over the group; the groups' terms join one
- * FMA chain in order, and the last multiply by scale[r] rounds once more. With mins (activations
+ * FMA chain in order, and the last multiply by scale[r] rounds once more. With input groups
+ * (kern_qx.group) each group's weight scale (and min) is first multiplied by the row's input scale
+ * of that group, and nothing multiplies the sum after. With mins (activations
  * per row, zero 0) dot_g is over the weights' unsigned values (kern_mat.mins), and each group's
  * term is followed by one more FMA, min(o, g) times the inputs' sum over the group (an integer,
  * exact in f32). W is I8 or I4; the other arguments are as kern_matmul's. The AVX2 and AVX-VNNI

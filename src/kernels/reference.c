@@ -68,10 +68,15 @@ void kern_matmul_i_ref(float *y, int ldy, const kern_qx *x, const kern_mat *w, i
                 }
                 size_t si = kern_packed_index(o, g, n_groups);
                 if (x->zero[r]) dot -= x->zero[r] * (int32_t)w->wsum[si];
-                acc = fmaf((float)dot, kern_scale_at(w, si), acc);
-                if (w->mins) acc = fmaf(kern_min_at(w, si), (float)xs, acc); /* + min * the inputs' sum */
+                float sc = kern_scale_at(w, si), mn = w->mins ? kern_min_at(w, si) : 0.0f;
+                if (x->group) { /* the row's input scale of this group, on the weights' side */
+                    float xg = kern_qx_scale(x, w->group, r, g);
+                    sc *= xg, mn *= xg;
+                }
+                acc = fmaf((float)dot, sc, acc);
+                if (w->mins) acc = fmaf(mn, (float)xs, acc); /* + min * the inputs' sum */
             }
-            y[(size_t)r * ldy + o] = acc * x->scale[r];
+            y[(size_t)r * ldy + o] = x->group ? acc : acc * x->scale[r];
         }
 }
 

@@ -25,6 +25,12 @@ kern_kv model_layer_kv(const model_config *c, const model_state *s, int l) {
     return kv;
 }
 
+/* The widest input of a linear layer. */
+static size_t widest_in(const model_config *c) {
+    size_t q_dim = (size_t)c->n_heads * c->head_dim, wide = q_dim > (size_t)c->dim ? q_dim : (size_t)c->dim;
+    return wide > (size_t)c->hidden_dim ? wide : (size_t)c->hidden_dim;
+}
+
 etch_status model_state_new(const model_config *c, int n_threads, int kv_type, model_state *s, etch_error *err) {
     memset(s, 0, sizeof *s);
     s->n_threads = n_threads;
@@ -43,7 +49,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         {&s->scores, (size_t)n_threads * KERN_ATT_BLOCK * c->max_context_len},
         {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
         {&s->k_scale, scales},           {&s->v_scale, scales},
-        {&s->qx.scale, c->int_dot ? rows : 0},
+        {&s->qx.scale, !c->int_dot ? 0 : c->act_group ? rows * (size_t)kern_q_groups((int)widest_in(c), c->act_group) : rows},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         *plan[i].p = base_calloc(plan[i].n, sizeof(float));
@@ -64,7 +70,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
     s->kv_bytes = model_kv_bytes(c, kv_type, cache_rows);
     s->bytes += 2 * cache_rows * kv_dim * es;
     if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
-        size_t widest = wide > (size_t)c->hidden_dim ? wide : (size_t)c->hidden_dim;
+        size_t widest = widest_in(c);
         s->qx.pairs = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.pairs);
         s->qx.psum = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.psum);
         s->qx.bytes = base_calloc(rows * (widest / 2 + 1), sizeof *s->qx.bytes);
@@ -135,14 +141,14 @@ static void mm_group_task(void *ctx, int i, int nw) {
 /* One site: the observer sees x[n, k]; if an integer-dot matrix reads it, x is quantized to int8
  * once for all of them (per row, or with their static parameters: the loader made sure the
  * matrices of a site agree). w: the site's matrices, up to three. Returns what the jobs read. */
-static void quantize_rows(base_pool *pool, kern_qx *qx, const float *x, int n, int k, const float *act);
+static void quantize_rows(base_pool *pool, kern_qx *qx, const float *x, int n, int k, const float *act, int group);
 static const kern_qx *site_input(model_state *s, base_pool *pool, int layer, int site, const float *x, int n, int k,
                                  const kern_mat *w0, const kern_mat *w1, const kern_mat *w2) {
     if (s->observe) s->observe(s->observe_user, layer, site, x, n, k);
     const kern_mat *ws[3] = {w0, w1, w2};
     for (int i = 0; i < 3; i++)
         if (ws[i] && kern_is_int_dot(ws[i]->type)) {
-            quantize_rows(pool, &s->qx, x, n, k, ws[i]->act);
+            quantize_rows(pool, &s->qx, x, n, k, ws[i]->act, ws[i]->act_group);
             return &s->qx;
         }
     return NULL;
@@ -234,9 +240,9 @@ static void rows_task(void *ctx, int i, int nw) {
         kern_rope(q, e - b, c->n_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
         kern_rope(k, e - b, c->n_kv_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
     } else {
-        size_t half = (size_t)j->width / 2;
-        kern_qx v = {j->qx->pairs + b * half, j->qx->scale + b, j->qx->zero + b, j->qx->bytes + b * half,
-                     j->qx->psum + b * (half + 1)};
+        size_t half = (size_t)j->width / 2, scales = j->qx->group ? (size_t)kern_q_groups(j->width, j->qx->group) : 1;
+        kern_qx v = {j->qx->pairs + b * half, j->qx->scale + b * scales, j->qx->zero + b, j->qx->bytes + b * half,
+                     j->qx->psum + b * (half + 1), j->qx->group, 0};
         kern_quantize_x(&v, j->x + at, e - b, j->width, j->w);
     }
 }
@@ -249,7 +255,8 @@ static void run_rows(base_pool *pool, rows_job *j) {
     else base_pool_run(pool, rows_task, j);
 }
 
-static void quantize_rows(base_pool *pool, kern_qx *qx, const float *x, int n, int k, const float *act) {
+static void quantize_rows(base_pool *pool, kern_qx *qx, const float *x, int n, int k, const float *act, int group) {
+    qx->group = group, qx->n_groups = group ? kern_q_groups(k, group) : 0;
     rows_job j = {ROWS_QUANT, n, k, NULL, x, act, NULL, NULL, NULL, 0, NULL, NULL, qx};
     run_rows(pool, &j);
 }
@@ -326,7 +333,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     const float *in = s->xb + (size_t)(first - normed) * dim;
     const kern_qx *qx = NULL;
     if (kern_is_int_dot(w->output.type)) {
-        kern_quantize_x(&s->qx, in, rows, dim, w->output.act);
+        quantize_rows(pool, &s->qx, in, rows, dim, w->output.act, w->output.act_group);
         qx = &s->qx;
     }
     matmul(pool, logits, in, qx, &w->output, rows, c->vocab_size, dim);

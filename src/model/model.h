@@ -28,6 +28,8 @@ typedef struct model_config {
     const int32_t *kv_rows; /* [n_layers]: cache rows of the layer: max_context_len, or a ring for a window */
     const float *inv_freq_local; /* [head_dim / 2] RoPE frequencies of windowed layers (Gemma: their own base) */
     int int_dot;         /* some matrices are I8/I4: sessions keep int8 activations */
+    int act_group;       /* 0, or the integer-dot matrices' inputs take a scale per this many values
+                          * (kern_mat.act_group) */
 } model_config;
 
 /* Where the inputs of the linear layers are, for observers (calibration): the input of q, k and v;

@@ -169,8 +169,17 @@ static int converts_as_is(const fmt_tensor *t, const fmt_tensor *ts, const fmt_t
  * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix (its scales ts, the
  * input program f's) goes to repack_matrix when as_is (converts_as_is), else its weights are rounded
  * from their float values as a float matrix's are. */
+/* The group to round an integer-dot matrix of k columns in when its inputs take a scale per G values
+ * (quant.act_group): the largest even size up to want that divides G and that k's groups give back
+ * (kern_q_group_fit's rule), so every group of weights meets one input scale. 2 always fits. */
+static int group_for_act(int k, int want, int G) {
+    for (int g = want < G ? want : G; g > 2; g--)
+        if (g % 2 == 0 && G % g == 0 && kern_q_group_of(k, kern_q_groups(k, g)) == g) return g;
+    return 2;
+}
+
 static etch_status quantize_matrix(const fmt_file *f, const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group,
-                                   int as_is, base_pool *pool, qtensor *out, etch_error *err) {
+                                   int act_group, int as_is, base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
     int q_in = t->dtype == FMT_DT_Q8 || t->dtype == FMT_DT_Q4;
     if (as_is) return repack_matrix(f, t, ts, wtype, group, out, err);
@@ -186,7 +195,7 @@ static etch_status quantize_matrix(const fmt_file *f, const fmt_tensor *t, const
                          t->name, k);
     if (group <= 0 || group > k) group = k;
     if (int_dot && group > KERN_INT_GROUP_MAX) group = KERN_INT_GROUP_MAX;
-    group = kern_q_group_fit(k, group, int_dot);
+    group = int_dot && act_group ? group_for_act(k, group, act_group) : kern_q_group_fit(k, group, int_dot);
     int n_groups = kern_q_groups(k, group);
     float *rows = base_malloc((size_t)d * k * sizeof *rows);
     int eight = wtype == KERN_Q8 || wtype == KERN_I8;
@@ -248,6 +257,10 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
     int is_static = !strcmp(opt->scheme, "a8w8");
     if (is_static && opt->n_calib_files < 1)
         return base_fail(err, ETCH_ERR_ARG, "a8w8 needs calibration data (--calib FILE): its activation ranges are static");
+    if (opt->act_group && (opt->act_group < 0 || opt->act_group % 2 || opt->act_group > KERN_INT_GROUP_MAX ||
+                           is_static || !kern_is_int_dot(wtype)))
+        return base_fail(err, ETCH_ERR_ARG, "activation group %d: it takes an even size up to %d under 8da8w or 8da4w "
+                         "(scheme %s)", opt->act_group, KERN_INT_GROUP_MAX, opt->scheme);
     if (!is_static && opt->n_calib_files > 0)
         return base_fail(err, ETCH_ERR_ARG, "calibration sets static activation ranges: scheme %s has none (use a8w8)",
                          opt->scheme);
@@ -315,6 +328,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         }
     }
     fmt_put_i32(w, "quant.group_size", meta_group);
+    if (opt->act_group) fmt_put_i32(w, "quant.act_group", opt->act_group);
     if (etype >= 0)
         fmt_put_str(w, "quant.embedding", opt->qembedding ? opt->qembedding : etype == KERN_Q8 || etype == KERN_I8 ? "8w" : "4w");
     fmt_put_str(w, "quant.source", in_path);
@@ -352,7 +366,7 @@ etch_status etch_quantize(const char *in_path, const char *out_path, const etch_
         /* converted as it is: only an asked-for group counts */
         const fmt_tensor *ts = fmt_find_tensor(&f, sname);
         int kept = converts_as_is(t, ts, tm, type, is_static, i == f.n_tensors);
-        if ((st = quantize_matrix(&f, t, ts, type, kept ? opt->group_size : g, kept, pool, &qt[i], err)))
+        if ((st = quantize_matrix(&f, t, ts, type, kept ? opt->group_size : g, opt->act_group, kept, pool, &qt[i], err)))
             break;
         snprintf(sname, sizeof sname, "%s.scale", name);
         static const uint32_t fmt_of[] = {[KERN_Q8] = FMT_DT_Q8, [KERN_Q4] = FMT_DT_Q4, [KERN_I8] = FMT_DT_I8, [KERN_I4] = FMT_DT_I4};

@@ -150,10 +150,11 @@ static etch_status load_meta(etch_program *p, const char *path, etch_error *err)
     model_config *c = &p->cfg;
     *c = (model_config){m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim,
                         m->vocab_size, m->max_context_len, m->max_seq_len, m->norm_eps, rope, NULL, 0, 0,
-                        MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL, 0};
+                        MODEL_ACT_SILU, 0, 1.0f, 1.0f, 0.0f, NULL, NULL, NULL, 0, 0};
     const char *act;
     float qpas = (float)m->head_dim;
     if ((st = opt_i32(p, path, "qkv_bias", 0, 1, 0, &c->qkv_bias, err)) ||
+        (st = opt_i32(p, path, "quant.act_group", 0, KERN_INT_GROUP_MAX, 0, &c->act_group, err)) ||
         (st = opt_i32(p, path, "qk_norm", 0, 1, 0, &c->qk_norm, err)) ||
         (st = opt_i32(p, path, "post_norms", 0, 1, 0, &c->post_norms, err)) ||
         (st = opt_str(p, path, "act", "silu", &act, err)) ||
@@ -327,7 +328,14 @@ static etch_status need_matrix(etch_program *p, const char *path, const char *na
                          (unsigned long long)cols, m->group, KERN_INT_GROUP_MAX);
     p->cfg.int_dot = 1;
     snprintf(sname, sizeof sname, "%s.act", name);
-    if (!fmt_find_tensor(&p->file, sname)) return ETCH_OK;
+    if (!fmt_find_tensor(&p->file, sname)) { /* dynamic activations: per row, or per quant.act_group values */
+        int G = p->cfg.act_group;
+        if (G && (G % 2 || G % m->group))
+            return base_fail(err, ETCH_ERR_FORMAT, "%s: quant.act_group %d is not an even multiple of '%s''s group of %d: "
+                             "each group of its weights needs one input scale", path, G, name, m->group);
+        m->act_group = G;
+        return ETCH_OK;
+    }
     if (m->mins) /* the kernels add min times the inputs' sum, which a zero point would shift */
         return base_fail(err, ETCH_ERR_FORMAT, "%s: '%s' has mins and static activations '%s': etch takes one or the other",
                          path, name, sname);

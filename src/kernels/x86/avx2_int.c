@@ -57,11 +57,11 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
         }
         int32_t xs = m->mn.v ? i_xsum(x, m, 0, b, e) : 0;
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            i_join(m, panel + p, g, x->zero[0], d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
-            i_join_min(m, panel + p, g, xs, &acc[2 * p], &acc[2 * p + 1]);
+            i_join(m, panel + p, g, x, 0, d[2 * p], d[2 * p + 1], &acc[2 * p], &acc[2 * p + 1]);
+            i_join_min(m, panel + p, g, x, 0, xs, &acc[2 * p], &acc[2 * p + 1]);
         }
     }
-    __m256 s = _mm256_set1_ps(x->scale[0]);
+    __m256 s = _mm256_set1_ps(i_row_scale(x, 0));
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
@@ -95,12 +95,12 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
         int32_t xs = i_xsum(x, m, 0, b, e);
         __m256i off = _mm256_set1_epi32(i_unit(KERN_I4, m, 0) * xs);
         _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            i_join(m, panel + p, g, x->zero[0], _mm256_sub_epi32(d[2 * p], off), _mm256_sub_epi32(d[2 * p + 1], off),
+            i_join(m, panel + p, g, x, 0, _mm256_sub_epi32(d[2 * p], off), _mm256_sub_epi32(d[2 * p + 1], off),
                    &acc[2 * p], &acc[2 * p + 1]);
-            i_join_min(m, panel + p, g, xs, &acc[2 * p], &acc[2 * p + 1]);
+            i_join_min(m, panel + p, g, x, 0, xs, &acc[2 * p], &acc[2 * p + 1]);
         }
     }
-    __m256 s = _mm256_set1_ps(x->scale[0]);
+    __m256 s = _mm256_set1_ps(i_row_scale(x, 0));
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
@@ -151,8 +151,8 @@ static INLINE void i_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) d0[r] = d1[r] = _mm256_setzero_si256();
         i_dots(blk, sb, x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-            i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+            i_join(m, panel, g, x, r0 + r, d0[r], d1[r], &a0[r], &a1[r]);
+            i_join_min(m, panel, g, x, r0 + r, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
         }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);

@@ -33,29 +33,47 @@ static INLINE int32_t i_xsum(const kern_qx *x, const imat *m, int row, int b, in
     return ps[e] - ps[b];
 }
 
+/* 16 rows' scales (or mins) of group g, times row `row`'s input scale of the group where the inputs
+ * have groups (kern_qx.group): the twin's weight-side product. */
+static INLINE void i_scales(const qscales *q, const kern_qx *x, const imat *m, int row, int panel, int g, __m256 *s0,
+                            __m256 *s1) {
+    scales16(q, panel, g, s0, s1);
+    if (x->group) {
+        __m256 xg = _mm256_set1_ps(kern_qx_scale(x, m->group, row, g));
+        *s0 = _mm256_mul_ps(*s0, xg), *s1 = _mm256_mul_ps(*s1, xg);
+    }
+}
+
 /* With mins: acc += min * xs, xs the row's input sum over group g, for 16 rows (after i_join). */
-static INLINE void i_join_min(const imat *m, int panel, int g, int32_t xs, __m256 *a0, __m256 *a1) {
+static INLINE void i_join_min(const imat *m, int panel, int g, const kern_qx *x, int row, int32_t xs, __m256 *a0,
+                              __m256 *a1) {
     if (!m->mn.v) return;
     __m256 n0, n1, v = _mm256_set1_ps((float)xs);
-    scales16(&m->mn, panel, g, &n0, &n1);
+    i_scales(&m->mn, x, m, row, panel, g, &n0, &n1);
     *a0 = _mm256_fmadd_ps(n0, v, *a0);
     *a1 = _mm256_fmadd_ps(n1, v, *a1);
 }
 
-/* The float terms of group g joined to acc: acc += (dot - zero * wsum) * scale, for 16 rows. */
-static INLINE void i_join(const imat *m, int panel, int g, int32_t zero, __m256i d0, __m256i d1, __m256 *a0,
-                               __m256 *a1) {
+/* The float terms of group g of input row `row` joined to acc: acc += (dot - zero * wsum) * scale,
+ * for 16 rows. */
+static INLINE void i_join(const imat *m, int panel, int g, const kern_qx *x, int row, __m256i d0, __m256i d1,
+                          __m256 *a0, __m256 *a1) {
     size_t si = ((size_t)panel * m->n_groups + (size_t)g) * KERN_PANEL;
+    int32_t zero = x->zero[row];
     if (zero) {
         __m256i z = _mm256_set1_epi32(zero);
         d0 = _mm256_sub_epi32(d0, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si))));
         d1 = _mm256_sub_epi32(d1, _mm256_mullo_epi32(z, _mm256_cvttps_epi32(_mm256_loadu_ps(m->wsum + si + 8))));
     }
     __m256 s0, s1;
-    scales16(&m->sc, panel, g, &s0, &s1);
+    i_scales(&m->sc, x, m, row, panel, g, &s0, &s1);
     *a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d0), s0, *a0);
     *a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d1), s1, *a1);
 }
+
+/* What a row's sums are multiplied by after the last group: its input scale, or 1 (exact) where the
+ * inputs have groups and their scales went in with the weights'. */
+static INLINE float i_row_scale(const kern_qx *x, int row) { return x->group ? 1.0f : x->scale[row]; }
 
 /* ---- I4 by vpmaddubsw in the decode GEMV: a pair step's 32 stored nibbles (value + 8, 0..15) as
  * unsigned bytes times the input's pair as signed bytes, each row's pair summed in int16 (at most 2 *
@@ -81,7 +99,7 @@ static INLINE void sums_store(float *y, int ldy, const kern_qx *x, int r0, int l
                                    __m256 *a1) {
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         if (last) {
-            __m256 sc = _mm256_set1_ps(x->scale[r0 + r]);
+            __m256 sc = _mm256_set1_ps(i_row_scale(x, r0 + r));
             a0[r] = _mm256_mul_ps(a0[r], sc), a1[r] = _mm256_mul_ps(a1[r], sc);
         }
         store_cols(y + (size_t)r * ldy, a0[r], a1[r], cols);
@@ -129,8 +147,8 @@ static INLINE void group_end(int unit, float *y, int ldy, const kern_qx *x, int 
     __m256 a0[6], a1[6];
     sums_load(y, ldy, g, R, cols, a0, a1);
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
-        i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-        i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, gb, ge) : 0, &a0[r], &a1[r]);
+        i_join(m, panel, g, x, r0 + r, d0[r], d1[r], &a0[r], &a1[r]);
+        i_join_min(m, panel, g, x, r0 + r, m->mn.v ? i_xsum(x, m, r0 + r, gb, ge) : 0, &a0[r], &a1[r]);
     }
     sums_store(y, ldy, x, r0, g == m->n_groups - 1, R, cols, a0, a1);
 }

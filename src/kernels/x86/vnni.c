@@ -157,8 +157,8 @@ static INLINE void v_tile_groups(int type, float *y, int ldy, const kern_qx *x, 
         v_dots(blk + (size_t)(g - g0) * (size_t)slot * 64, xb, (size_t)m->half, b, e, R, d0, d1);
         if (!m->goff) i_offset(i_unit(type, m, 1), x, r0, m, b, e, R, d0, d1);
         _Pragma("GCC unroll 3") for (int r = 0; r < R; r++) {
-            i_join(m, panel, g, x->zero[r0 + r], d0[r], d1[r], &a0[r], &a1[r]);
-            i_join_min(m, panel, g, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
+            i_join(m, panel, g, x, r0 + r, d0[r], d1[r], &a0[r], &a1[r]);
+            i_join_min(m, panel, g, x, r0 + r, m->mn.v ? i_xsum(x, m, r0 + r, b, e) : 0, &a0[r], &a1[r]);
         }
     }
     sums_store(y, ldy, x, r0, g1 == m->n_groups, R, cols, a0, a1);
@@ -192,18 +192,24 @@ static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, in
         _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
             d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
     }
-    _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
+    if (x->group) { /* each row's input scale of the group times the weights' scales */
+        const float *xs = &x->scale[(size_t)r0 * (size_t)x->n_groups + (size_t)(g * m->group / x->group)];
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(d[r]), _mm512_mul_ps(s, _mm512_set1_ps(xs[(size_t)r * (size_t)x->n_groups])), a[r]);
+    } else _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
     if (m->mn.v) { /* + the mins times the rows' input sums over the group, as the twin */
         __m512 mn = scales16_z(&m->mn, panel, g);
-        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
-            a[r] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
+        _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
+            __m512 mr = x->group ? _mm512_mul_ps(mn, _mm512_set1_ps(kern_qx_scale(x, m->group, r0 + r, g))) : mn;
+            a[r] = _mm512_fmadd_ps(mr, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
+        }
     }
 }
 
 /* The float sums of R rows to y (columns cm), times each row's input scale after the last group. */
 static INLINE void z_store(float *y, int ldy, const kern_qx *x, int r0, int last, int R, __mmask16 cm, const __m512 *a) {
     _Pragma("GCC unroll 16") for (int r = 0; r < R; r++)
-        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, last ? _mm512_mul_ps(a[r], _mm512_set1_ps(x->scale[r0 + r])) : a[r]);
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, last ? _mm512_mul_ps(a[r], _mm512_set1_ps(i_row_scale(x, r0 + r))) : a[r]);
 }
 
 static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
@@ -491,12 +497,17 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
                 size_t si = ((size_t)(p0 + p) * m->n_groups + (size_t)g) * KERN_PANEL;
                 t = _mm512_sub_epi32(t, _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[0]), _mm512_cvttps_epi32(_mm512_loadu_ps(m->wsum + si))));
             }
+            __m512 xg = _mm512_set1_ps(x->group ? kern_qx_scale(x, m->group, 0, g) : 1.0f);
+            if (x->group) sc = _mm512_mul_ps(sc, xg);
             acc[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), sc, acc[p]);
-            if (m->mn.v)
-                acc[p] = _mm512_fmadd_ps(scales16_z(&m->mn, p0 + p, g), _mm512_set1_ps((float)i_xsum(x, m, 0, b, e)), acc[p]);
+            if (m->mn.v) {
+                __m512 mn = scales16_z(&m->mn, p0 + p, g);
+                if (x->group) mn = _mm512_mul_ps(mn, xg);
+                acc[p] = _mm512_fmadd_ps(mn, _mm512_set1_ps((float)i_xsum(x, m, 0, b, e)), acc[p]);
+            }
         }
     }
-    __m512 xs = _mm512_set1_ps(x->scale[0]);
+    __m512 xs = _mm512_set1_ps(i_row_scale(x, 0));
     _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
         _mm512_mask_storeu_ps(y + (size_t)p * KERN_PANEL, cols_mask(p < P - 1 ? KERN_PANEL : cols), _mm512_mul_ps(acc[p], xs));
     }
