@@ -150,9 +150,11 @@ typedef struct kern_qx {
  * scale max|x|/127 and zero point 0 (values -127..127) when stat is NULL, else (per row only) with
  * stat[0] as the scale and stat[1] as the zero point (values clamped to -128..127). Rounds to
  * nearest, halves away from zero. */
-/* With groups: row r's input scale over the weights' group g (groups of wgroup values). */
+/* With groups: row r's input scale over the weights' group g (groups of wgroup values). Equal groups,
+ * the usual case, take no division (the kernels ask once per row and group). */
 static inline float kern_qx_scale(const kern_qx *x, int wgroup, int r, int g) {
-    return x->scale[(size_t)r * (size_t)x->n_groups + (size_t)(g * wgroup / x->group)];
+    int col = x->group == wgroup ? g : g * wgroup / x->group;
+    return x->scale[(size_t)r * (size_t)x->n_groups + (size_t)col];
 }
 void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat);
 void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat);

@@ -193,9 +193,8 @@ static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, in
             d[r] = _mm512_sub_epi32(d[r], _mm512_mullo_epi32(_mm512_set1_epi32(x->zero[r0 + r]), ws));
     }
     if (x->group) { /* each row's input scale of the group times the weights' scales */
-        const float *xs = &x->scale[(size_t)r0 * (size_t)x->n_groups + (size_t)(g * m->group / x->group)];
         _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(
-            _mm512_cvtepi32_ps(d[r]), _mm512_mul_ps(s, _mm512_set1_ps(xs[(size_t)r * (size_t)x->n_groups])), a[r]);
+            _mm512_cvtepi32_ps(d[r]), _mm512_mul_ps(s, _mm512_set1_ps(kern_qx_scale(x, m->group, r0 + r, g))), a[r]);
     } else _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) a[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d[r]), s, a[r]);
     if (m->mn.v) { /* + the mins times the rows' input sums over the group, as the twin */
         __m512 mn = scales16_z(&m->mn, panel, g);
