@@ -157,7 +157,8 @@ check "inspect names the matrices' type" grep -q "weight matrices: f16 100%" "$W
 check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
 # a Q8_0 GGUF kept as it is, then converted to 8da8w: quantize says nothing was rounded again
 "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype q8_0 --seed 3 -o "$WORK/q8.gguf"
-"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>/dev/null
+"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>"$WORK/q8-export.log"
+check "export names the int8-activation conversion" grep -q "scheme 8da4w --act-group 32. runs them with int8 activations" "$WORK/q8-export.log"
 "$ETCH" quantize "$WORK/q8.etch" -o "$WORK/q8-8da8w.etch" --scheme 8da8w 2>"$WORK/q8-8da8w.log"
 check "quantize says which matrices kept their values" grep -q "matrices converted as they were, nothing rounded again; 0 rounded" "$WORK/q8-8da8w.log"
 # GGUF types with mins (Q4_K into q4, Q5_1 into q8) are kept with them. To the integer-dot scheme of

@@ -26,8 +26,9 @@ static const char export_help[] =
     "  -o, --output FILE       the program file to write (replaced only when complete)\n"
     "  --dtype f32|f16|bf16    weight type in the program (default: the source's; f16 for quantized\n"
     "                          GGUF, whose quantized matrices stay as they are, weight-only, unless a\n"
-    "                          dtype is asked for; `etch quantize --scheme 8da8w|8da4w` then converts\n"
-    "                          those without mins for int8 dot products without rounding them again)\n"
+    "                          dtype is asked for; `etch quantize --scheme 8da4w [--act-group 32]` then\n"
+    "                          converts them for int8 dot products without rounding them again, with\n"
+    "                          --act-group 32 quantizing activations per 32 values as llama.cpp does)\n"
     "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
     "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
     "                          Hugging Face and GGUF models)\n"
@@ -109,6 +110,9 @@ int cmd_export(int argc, char **argv) {
     fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,
             cli_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype, kept,
             m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
+    if (*kept) /* the faster arithmetic is a choice about accuracy: said, not taken */
+        fprintf(stderr, "%s: they keep f32 activations; `etch quantize %s -o OUT.etch --scheme 8da4w --act-group 32` runs them "
+                        "with int8 activations per 32 values, as llama.cpp does (faster prefill)\n", cli_name, out);
     if (trained > 0 && m->max_context_len > trained)
         fprintf(stderr, "%s: warning: max_context_len %d is past the %ld positions the model was trained on: "
                         "text beyond them is usually poor\n", cli_name, m->max_context_len, trained);
