@@ -142,6 +142,18 @@ static int make_mat(bench_mat *b, const char *name, int type, int scale_type, in
 
 static void free_mat(bench_mat *b) { free(b->arena); }
 
+/* x[n, k] quantized to int8 in fresh buffers: per row (group 0) or per group of values of a row. */
+static kern_qx qx_new(const float *x, int n, int k, int group) {
+    size_t half = (size_t)k / 2, scales = group ? (size_t)kern_q_groups(k, group) : 1;
+    kern_qx qx = {must(malloc((size_t)n * half * sizeof(int32_t))), must(malloc((size_t)n * scales * sizeof(float))),
+                  must(malloc((size_t)n * sizeof(int32_t))), must(malloc((size_t)n * half * sizeof(uint16_t))),
+                  must(malloc((size_t)n * (half + 1) * sizeof(int32_t))), group, 0};
+    kern_quantize_x(&qx, x, n, k, NULL);
+    return qx;
+}
+
+static void qx_free(kern_qx *qx) { free(qx->pairs), free(qx->scale), free(qx->zero), free(qx->bytes), free(qx->psum); }
+
 /* One matrix call split over the pool's workers by output panels, as the model's mm_task. */
 typedef struct call_job {
     const kern_mat *m;
@@ -204,26 +216,11 @@ int main(int argc, char **argv) {
     srand(1);
     for (size_t i = 0; i < (size_t)d * k; i++) src[i] = (float)rand() / RAND_MAX - 0.5f;
     for (size_t i = 0; i < (size_t)rows * k; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
-    /* int8 activations for the integer-dot types, quantized per row as 8da's are (outside the timing:
-     * a model quantizes a site's input once for all its matrices) */
-    kern_qx qx_all = {must(malloc((size_t)rows * k / 2 * sizeof(int32_t))), must(malloc((size_t)rows * sizeof(float))),
-                      must(malloc((size_t)rows * sizeof(int32_t))), must(malloc((size_t)rows * k / 2 * sizeof(uint16_t))),
-                      must(malloc((size_t)rows * (k / 2 + 1) * sizeof(int32_t))), 0, 0};
-    kern_qx qx_one = {must(malloc((size_t)k / 2 * sizeof(int32_t))), must(malloc(sizeof(float))), must(malloc(sizeof(int32_t))),
-                      must(malloc((size_t)k / 2 * sizeof(uint16_t))), must(malloc((size_t)(k / 2 + 1) * sizeof(int32_t))), 0, 0};
-    kern_quantize_x(&qx_all, x, rows, k, NULL);
-    kern_quantize_x(&qx_one, x, 1, k, NULL);
-    /* ... and with a scale per 32 values of a row, as llama.cpp's Q8_0 activations (quant.act_group) */
-    kern_qx gx_all = qx_all, gx_one = qx_one;
-    gx_all.scale = must(malloc((size_t)rows * (size_t)kern_q_groups(k, 32) * sizeof(float)));
-    gx_one.scale = must(malloc((size_t)kern_q_groups(k, 32) * sizeof(float)));
-    gx_all.pairs = must(malloc((size_t)rows * k / 2 * sizeof(int32_t))), gx_one.pairs = must(malloc((size_t)k / 2 * sizeof(int32_t)));
-    gx_all.bytes = must(malloc((size_t)rows * k / 2 * sizeof(uint16_t))), gx_one.bytes = must(malloc((size_t)k / 2 * sizeof(uint16_t)));
-    gx_all.psum = must(malloc((size_t)rows * (k / 2 + 1) * sizeof(int32_t))), gx_one.psum = must(malloc((size_t)(k / 2 + 1) * sizeof(int32_t)));
-    gx_all.zero = must(malloc((size_t)rows * sizeof(int32_t))), gx_one.zero = must(malloc(sizeof(int32_t)));
-    gx_all.group = gx_one.group = 32;
-    kern_quantize_x(&gx_all, x, rows, k, NULL);
-    kern_quantize_x(&gx_one, x, 1, k, NULL);
+    /* int8 activations for the integer-dot types, quantized per row as 8da's are, and with a scale per
+     * 32 values as llama.cpp's Q8_0 activations (quant.act_group); outside the timing: a model
+     * quantizes a site's input once for all its matrices */
+    kern_qx qx_all = qx_new(x, rows, k, 0), qx_one = qx_new(x, 1, k, 0);
+    kern_qx gx_all = qx_new(x, rows, k, 32), gx_one = qx_new(x, 1, k, 32);
 
     static const struct { const char *name; int type, scale_type, mins, act_group; } types[] = {
         {"f32", KERN_F32, 0, 0, 0}, {"f16", KERN_F16, 0, 0, 0}, {"bf16", KERN_BF16, 0, 0, 0},
@@ -275,9 +272,6 @@ int main(int argc, char **argv) {
     printf("\nThe integer-dot types' times leave out quantizing the activations (once per site in a model).\n");
     base_pool_free(pool);
     free(src), free(x), free(y);
-    free(qx_all.pairs), free(qx_all.scale), free(qx_all.zero), free(qx_all.bytes), free(qx_all.psum);
-    free(qx_one.pairs), free(qx_one.scale), free(qx_one.zero), free(qx_one.bytes), free(qx_one.psum);
-    free(gx_all.pairs), free(gx_all.scale), free(gx_all.zero), free(gx_all.bytes), free(gx_all.psum);
-    free(gx_one.pairs), free(gx_one.scale), free(gx_one.zero), free(gx_one.bytes), free(gx_one.psum);
+    qx_free(&qx_all), qx_free(&qx_one), qx_free(&gx_all), qx_free(&gx_one);
     return 0;
 }

@@ -52,30 +52,23 @@ static float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo
 
 void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
                           qx_values_fn values) {
-    if (qx->group) { /* one scale per group of a row, the values of each group after the last's */
-        int G = qx->group, ng = qx->n_groups = kern_q_groups(k, G), half = k / 2;
-        for (int r = 0; r < n; r++) {
-            const float *xr = x + (size_t)r * k;
-            int32_t *ps = qx->psum + (size_t)r * (half + 1), zero, lo;
-            ps[0] = 0, qx->zero[r] = 0;
-            for (int g = 0; g < ng; g++) {
-                int b = g * G, len = (b + G < k ? b + G : k) - b;
-                float s = qx_params(NULL, amax_of(xr + b, len), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
-                qx->scale[(size_t)r * ng + g] = s;
-                values(qx->pairs + (size_t)r * half + b / 2, qx->bytes + (size_t)r * half + b / 2, ps + b / 2, xr + b, len,
-                       inv, zero, lo);
-            }
-        }
-        return;
-    }
+    /* a row is one group (its scale at [r]) or groups of qx->group (at [r, g]), quantized in order,
+     * each group's prefix sums going on from the last's */
+    int G = qx->group ? qx->group : k > 0 ? k : 1, ng = kern_q_groups(k, G), half = k / 2;
+    const float *st = qx->group ? NULL : stat; /* static parameters are per row only */
+    if (qx->group) qx->n_groups = ng;
     for (int r = 0; r < n; r++) {
         const float *xr = x + (size_t)r * k;
-        int32_t zero, lo;
-        float s = qx_params(stat, stat ? 0.0f : amax_of(xr, k), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
-        qx->scale[r] = s, qx->zero[r] = zero;
-        int32_t *ps = qx->psum + (size_t)r * (k / 2 + 1);
+        int32_t *ps = qx->psum + (size_t)r * (half + 1), zero = 0, lo;
         ps[0] = 0;
-        values(qx->pairs + (size_t)r * (k / 2), qx->bytes + (size_t)r * (k / 2), ps, xr, k, inv, zero, lo);
+        for (int g = 0; g < ng; g++) {
+            int b = g * G, len = (b + G < k ? b + G : k) - b;
+            float s = qx_params(st, st ? 0.0f : amax_of(xr + b, len), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
+            qx->scale[(size_t)r * ng + g] = s;
+            values(qx->pairs + (size_t)r * half + b / 2, qx->bytes + (size_t)r * half + b / 2, ps + b / 2, xr + b, len,
+                   inv, zero, lo);
+        }
+        qx->zero[r] = zero;
     }
 }
 

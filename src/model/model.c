@@ -240,9 +240,9 @@ static void rows_task(void *ctx, int i, int nw) {
         kern_rope(q, e - b, c->n_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
         kern_rope(k, e - b, c->n_kv_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
     } else {
-        size_t half = (size_t)j->width / 2, scales = j->qx->group ? (size_t)kern_q_groups(j->width, j->qx->group) : 1;
+        size_t half = (size_t)j->width / 2, scales = j->qx->group ? (size_t)j->qx->n_groups : 1;
         kern_qx v = {j->qx->pairs + b * half, j->qx->scale + b * scales, j->qx->zero + b, j->qx->bytes + b * half,
-                     j->qx->psum + b * (half + 1), j->qx->group, 0};
+                     j->qx->psum + b * (half + 1), j->qx->group, j->qx->n_groups};
         kern_quantize_x(&v, j->x + at, e - b, j->width, j->w);
     }
 }

@@ -165,19 +165,20 @@ static int converts_as_is(const fmt_tensor *t, const fmt_tensor *ts, const fmt_t
     return tm ? keeps_mins(t, ts, wtype, is_static) : kern_is_int_dot(wtype) || !untied_copy;
 }
 
-/* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
- * (0: one per row), over the pool's threads when there is one; a q8/q4 matrix (its scales ts, the
- * input program f's) goes to repack_matrix when as_is (converts_as_is), else its weights are rounded
- * from their float values as a float matrix's are. */
 /* The group to round an integer-dot matrix of k columns in when its inputs take a scale per G values
- * (quant.act_group): the largest even size up to want that divides G and that k's groups give back
- * (kern_q_group_fit's rule), so every group of weights meets one input scale. 2 always fits. */
+ * (quant.act_group): the largest size up to want that divides G and that kern_q_group_fit takes as
+ * it is (even, and what k's groups give back), so every group of weights meets one input scale. 2
+ * always fits. */
 static int group_for_act(int k, int want, int G) {
     for (int g = want < G ? want : G; g > 2; g--)
-        if (g % 2 == 0 && G % g == 0 && kern_q_group_of(k, kern_q_groups(k, g)) == g) return g;
+        if (G % g == 0 && kern_q_group_fit(k, g, 1) == g) return g;
     return 2;
 }
 
+/* Quantizes a packed float matrix t (rows already padded to a panel) to wtype with groups of group
+ * (0: one per row; with act_group, group_for_act's), over the pool's threads when there is one; a
+ * q8/q4 matrix (its scales ts, the input program f's) goes to repack_matrix when as_is
+ * (converts_as_is), else its weights are rounded from their float values as a float matrix's are. */
 static etch_status quantize_matrix(const fmt_file *f, const fmt_tensor *t, const fmt_tensor *ts, int wtype, int group,
                                    int act_group, int as_is, base_pool *pool, qtensor *out, etch_error *err) {
     memset(out, 0, sizeof *out);
