@@ -155,6 +155,25 @@ check "inspect shows qk_norm and f16" grep -q "qk_norm: 1" "$WORK/inspect.q"
 check "inspect shows f16 tensors" grep -q "blk.0.attn_q.weight .* f16" "$WORK/inspect.q"
 check "inspect names the matrices' type" grep -q "weight matrices: f16 100%" "$WORK/inspect.q"
 check "chat run" "$ETCH" run "$WORK/q.etch" --chat --system S -p "Hi" -n 2
+# A session is resident for the positions it used, not for its whole cache: 512 MiB of KV cache
+# whose heads' rows (16,384 positions x 64 values x 2 bytes) are one 2 MiB block each, which 2 MiB
+# pages would make resident (zeroed) at the first token.
+"$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --layers 4 --dim 256 --hidden-dim 512 \
+  --heads 32 --kv-heads 32 --head-dim 64 --context-len 16384 --seed 5 -o "$WORK/kv.gguf" >/dev/null
+"$ETCH" export --gguf "$WORK/kv.gguf" -o "$WORK/kv.etch" --dtype f16 --kv-type f16 --max-context-len 16384 2>/dev/null
+"$ETCH" bench "$WORK/kv.etch" -p 8 -n 2 -t 2 -r 1 --no-roofline --no-sequential -o json | sed -n 2p >"$WORK/kv.json"
+rss=$("$JSONQ" "$WORK/kv.json" peak_rss_mb) kv=$("$JSONQ" "$WORK/kv.json" kv_cache_mb) prog=$(($(stat -c %s "$WORK/kv.etch") >> 20))
+check "a session after 10 positions is resident below its program plus half its KV cache (RSS $rss MB, program $prog MB, cache $kv MB)" \
+  awk -v r="$rss" -v p="$prog" -v k="$kv" 'BEGIN { exit !(k + 0 == 512 && r > 0 && r < p + k / 2) }'
+# wide enough that decode's matmuls run on the pool: two threads give one thread's tokens
+"$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --layers 2 --dim 512 --hidden-dim 1024 \
+  --heads 8 --kv-heads 2 --seed 5 -o "$WORK/wide.gguf" >/dev/null
+"$ETCH" export --gguf "$WORK/wide.gguf" -o "$WORK/wide.etch" 2>/dev/null
+for t in 1 2; do # sampled, so that logits which moved would show more often than under greedy
+  "$ETCH" run "$WORK/wide.etch" -p "Hello" -n 80 --temperature 1 --seed 7 -t $t --json >"$WORK/wide-$t.json"
+done
+ids1=$("$JSONQ" "$WORK/wide-1.json" generated_ids) ids2=$("$JSONQ" "$WORK/wide-2.json" generated_ids)
+check "decode on two threads samples one thread's 80 tokens" test "$(tr -cd , <<<"$ids1" | wc -c)" = 79 -a "$ids1" = "$ids2"
 # a Q8_0 GGUF kept as it is, then converted to 8da8w: quantize says nothing was rounded again
 "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype q8_0 --seed 3 -o "$WORK/q8.gguf"
 "$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>"$WORK/q8-export.log"

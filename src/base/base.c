@@ -109,11 +109,26 @@ void base_free(void *p) {
     else alloc_fn(alloc_ud, p, 0);
 }
 
+#if defined(MADV_HUGEPAGE) || defined(MADV_NOHUGEPAGE)
+/* madvise over the whole blocks of `block` bytes (a power of two) inside [p, p + bytes) */
+static void advise_blocks(void *p, size_t bytes, uintptr_t block, int advice) {
+    const uintptr_t b = ((uintptr_t)p + block - 1) & ~(block - 1), e = ((uintptr_t)p + bytes) & ~(block - 1);
+    if (p && e > b) (void)madvise((void *)b, e - b, advice);
+}
+#endif
+
 void base_advise_huge(void *p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
-    const uintptr_t huge = (uintptr_t)2 << 20, b = ((uintptr_t)p + huge - 1) & ~(huge - 1),
-                    e = ((uintptr_t)p + bytes) & ~(huge - 1);
-    if (p && e > b) (void)madvise((void *)b, e - b, MADV_HUGEPAGE);
+    advise_blocks(p, bytes, (uintptr_t)2 << 20, MADV_HUGEPAGE);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+void base_advise_small(void *p, size_t bytes) {
+#ifdef MADV_NOHUGEPAGE
+    long page = sysconf(_SC_PAGESIZE);
+    if (page > 0 && (page & (page - 1)) == 0) advise_blocks(p, bytes, (uintptr_t)page, MADV_NOHUGEPAGE);
 #else
     (void)p, (void)bytes;
 #endif

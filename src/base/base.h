@@ -38,11 +38,16 @@ void base_clear(etch_error *err);
 double base_now_us(void);
 
 /* Asks the kernel for 2 MiB pages over the whole 2 MiB blocks of [p, p + bytes) (Linux's
- * MADV_HUGEPAGE; a no-op elsewhere, or when refused): for large buffers read with strides, where
- * 4 KiB pages cost a TLB miss every row or two, and for mapped programs, whose weights decode
+ * MADV_HUGEPAGE; a no-op elsewhere, or when refused): for mapped programs, whose weights decode
  * streams whole every token (where the filesystem keeps large folios, the file's pages are then
  * mapped 2 MiB at a time). Call it before the pages are first touched. */
 void base_advise_huge(void *p, size_t bytes);
+
+/* Asks the kernel to keep the whole pages of [p, p + bytes) in 4 KiB pages (MADV_NOHUGEPAGE),
+ * whatever the system's transparent-huge-page policy: for buffers touched sparsely at first and
+ * filled over time (the KV cache), where a 2 MiB page would make its whole block resident, zeroed,
+ * at the first touch. Call it before the pages are first touched. */
+void base_advise_small(void *p, size_t bytes);
 
 /* A read-only mapping of a whole file. */
 typedef struct base_map {
