@@ -16,15 +16,22 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-/* tile: R rows (1..6) x P panels (1..2): R*P accumulators; per kk P weight loads, R broadcasts. */
-#define DEFINE_MATMUL(T)                                                                                          \
-    static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off,      \
-                                size_t stride, int R, int P, __mmask16 m0, __mmask16 m1) {                         \
+#define WIDEN_BLOCK 512 /* steps per widened block: two panels, 64 KiB */
+#define WIDEN_ROWS 16   /* below this many rows the tiles widen in registers */
+
+/* tile: R rows (1..6) x P panels (1..2): R*P accumulators, from zero or (acc) from y; per kk P weight
+ * loads, R broadcasts. */
+#define DEFINE_TILES(T)                                                                                           \
+    static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off,     \
+                                size_t stride, int R, int P, __mmask16 m0, __mmask16 m1, int acc) {               \
         __m512 a0[6], a1[6];                                                                                      \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_ps();                  \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                     \
+            a0[r] = acc ? _mm512_maskz_loadu_ps(m0, y + (size_t)r * ldy) : _mm512_setzero_ps();                   \
+            a1[r] = acc && P > 1 ? _mm512_maskz_loadu_ps(m1, y + (size_t)r * ldy + 16) : _mm512_setzero_ps();     \
+        }                                                                                                         \
         for (int kk = 0; kk < k; kk++) {                                                                          \
             __m512 w0 = load16_##T(w, off + (size_t)kk * 16);                                                     \
-            __m512 w1 = P > 1 ? load16_##T(w, off + stride + (size_t)kk * 16) : w0;                              \
+            __m512 w1 = P > 1 ? load16_##T(w, off + stride + (size_t)kk * 16) : w0;                               \
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                 \
                 __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + kk]);                                              \
                 a0[r] = _mm512_fmadd_ps(xb, w0, a0[r]);                                                           \
@@ -36,33 +43,64 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
             if (P > 1) _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16, m1, a1[r]);                                \
         }                                                                                                         \
     }                                                                                                             \
-    /* All n rows against P panels, six rows at a time, the tail's row count known to the compiler. */          \
-    static void tiles_##T(float *y, int ldy, const float *x, int n, int k, const void *w, size_t off,              \
-                          size_t stride, int P, __mmask16 m0, __mmask16 m1) {                                     \
+    /* All n rows (stride ldx) over k steps against P panels, six rows at a time, the tail's row count            \
+     * known to the compiler. */                                                                                  \
+    static void tiles_##T(float *y, int ldy, const float *x, int ldx, int n, int k, const void *w, size_t off,    \
+                          size_t stride, int P, __mmask16 m0, __mmask16 m1, int acc) {                            \
         int r = 0;                                                                                                \
         for (; r + 6 <= n; r += 6)                                                                                \
-            if (P > 1) tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * k, k, k, w, off, stride, 6, 2, m0, m1); \
-            else tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * k, k, k, w, off, stride, 6, 1, m0, m1);       \
-        y += (size_t)r * ldy, x += (size_t)r * k;                                                                 \
+            if (P > 1) tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, stride, 6, 2, m0, m1, acc); \
+            else tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, stride, 6, 1, m0, m1, acc);     \
+        y += (size_t)r * ldy, x += (size_t)r * ldx;                                                               \
         switch ((n - r) * 2 + (P > 1)) {                                                                          \
-        case 11: tile_##T(y, ldy, x, k, k, w, off, stride, 5, 2, m0, m1); break;                                  \
-        case 10: tile_##T(y, ldy, x, k, k, w, off, stride, 5, 1, m0, m1); break;                                  \
-        case 9: tile_##T(y, ldy, x, k, k, w, off, stride, 4, 2, m0, m1); break;                                   \
-        case 8: tile_##T(y, ldy, x, k, k, w, off, stride, 4, 1, m0, m1); break;                                   \
-        case 7: tile_##T(y, ldy, x, k, k, w, off, stride, 3, 2, m0, m1); break;                                   \
-        case 6: tile_##T(y, ldy, x, k, k, w, off, stride, 3, 1, m0, m1); break;                                   \
-        case 5: tile_##T(y, ldy, x, k, k, w, off, stride, 2, 2, m0, m1); break;                                   \
-        case 4: tile_##T(y, ldy, x, k, k, w, off, stride, 2, 1, m0, m1); break;                                   \
-        case 3: tile_##T(y, ldy, x, k, k, w, off, stride, 1, 2, m0, m1); break;                                   \
-        case 2: tile_##T(y, ldy, x, k, k, w, off, stride, 1, 1, m0, m1); break;                                   \
+        case 11: tile_##T(y, ldy, x, ldx, k, w, off, stride, 5, 2, m0, m1, acc); break;                           \
+        case 10: tile_##T(y, ldy, x, ldx, k, w, off, stride, 5, 1, m0, m1, acc); break;                           \
+        case 9: tile_##T(y, ldy, x, ldx, k, w, off, stride, 4, 2, m0, m1, acc); break;                            \
+        case 8: tile_##T(y, ldy, x, ldx, k, w, off, stride, 4, 1, m0, m1, acc); break;                            \
+        case 7: tile_##T(y, ldy, x, ldx, k, w, off, stride, 3, 2, m0, m1, acc); break;                            \
+        case 6: tile_##T(y, ldy, x, ldx, k, w, off, stride, 3, 1, m0, m1, acc); break;                            \
+        case 5: tile_##T(y, ldy, x, ldx, k, w, off, stride, 2, 2, m0, m1, acc); break;                            \
+        case 4: tile_##T(y, ldy, x, ldx, k, w, off, stride, 2, 1, m0, m1, acc); break;                            \
+        case 3: tile_##T(y, ldy, x, ldx, k, w, off, stride, 1, 2, m0, m1, acc); break;                            \
+        case 2: tile_##T(y, ldy, x, ldx, k, w, off, stride, 1, 1, m0, m1, acc); break;                            \
         }                                                                                                         \
     }                                                                                                             \
+    /* the steps [kb, kb + len) of P panels widened to f32: blk[P][WIDEN_BLOCK][16] */                            \
+    static __attribute__((unused)) void widen_##T(float *blk, const void *w, size_t off, size_t stride, int P,    \
+                                                  int kb, int len) {                                              \
+        for (int p = 0; p < P; p++)                                                                               \
+            for (int kk = 0; kk < len; kk++)                                                                      \
+                _mm512_store_ps(blk + ((size_t)p * WIDEN_BLOCK + (size_t)kk) * KERN_PANEL,                        \
+                                load16_##T(w, off + (size_t)p * stride + (size_t)(kb + kk) * KERN_PANEL));        \
+    }
+
+DEFINE_TILES(f32)
+DEFINE_TILES(f16)
+DEFINE_TILES(bf16)
+
+/* f16 and bf16 prefill from WIDEN_ROWS rows on: each block of WIDEN_BLOCK steps of the panels is widened
+ * to f32 once (blk) and the f32 tiles run every row over it, each output's sum carried in y from block
+ * to block (stored and loaded as the f32 it is, so every output is still one FMA chain over k in
+ * order). Widening in the tiles instead converts every weight once per six rows: one conversion per
+ * six FMAs, which a 512-bit conversion on 256-bit pipes (Zen 4) makes cost about a seventh. */
+static void widened(void (*widen)(float *, const void *, size_t, size_t, int, int, int), float *y, int ldy,
+                    const float *x, int n, int k, const void *w, size_t off, size_t stride, int P, __mmask16 m0,
+                    __mmask16 m1) {
+    float blk[2 * WIDEN_BLOCK * KERN_PANEL] __attribute__((aligned(64)));
+    for (int kb = 0; kb < k; kb += WIDEN_BLOCK) {
+        int len = k - kb < WIDEN_BLOCK ? k - kb : WIDEN_BLOCK;
+        widen(blk, w, off, stride, P, kb, len);
+        tiles_f32(y, ldy, x + kb, k, n, len, blk, 0, (size_t)WIDEN_BLOCK * KERN_PANEL, P, m0, m1, kb > 0);
+    }
+}
+
+#define DEFINE_MATMUL(T, WIDEN)                                                                                   \
     void kern_avx512_matmul_##T(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob,  \
                                 int oe) {                                                                         \
         (void)d;                                                                                                  \
         const void *w = m->w;                                                                                     \
         size_t stride = (size_t)k * KERN_PANEL; /* one panel */                                                   \
-        if (n == 1) { /* decode: the AVX2 GEMV, which streams the weights faster than a 512-bit one did */     \
+        if (n == 1) { /* decode: the AVX2 GEMV, which streams the weights faster than a 512-bit one did */        \
             kern_avx2_matmul_##T(y, ldy, x, m, n, d, k, ob, oe);                                                  \
             return;                                                                                               \
         }                                                                                                         \
@@ -70,14 +108,16 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
         while (p0 < oe) {                                                                                         \
             int left = oe - p0, P = left > KERN_PANEL ? 2 : 1;                                                    \
             __mmask16 m0 = cols_mask(left), m1 = cols_mask(left - KERN_PANEL);                                    \
-            tiles_##T(y + p0, ldy, x, n, k, w, (size_t)(p0 / KERN_PANEL) * stride, stride, P, m0, m1);            \
+            size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                                      \
+            if (WIDEN && n >= WIDEN_ROWS) widened(widen_##T, y + p0, ldy, x, n, k, w, off, stride, P, m0, m1);    \
+            else tiles_##T(y + p0, ldy, x, k, n, k, w, off, stride, P, m0, m1, 0);                                \
             p0 += P * KERN_PANEL;                                                                                 \
         }                                                                                                         \
     }
 
-DEFINE_MATMUL(f32)
-DEFINE_MATMUL(f16)
-DEFINE_MATMUL(bf16)
+DEFINE_MATMUL(f32, 0)
+DEFINE_MATMUL(f16, 1)
+DEFINE_MATMUL(bf16, 1)
 
 /* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 8..15 summed
  * x times whole bytes, less rows 0..7's sums (their nibbles), then one FMA: rows 0..7 times 1, rows
