@@ -363,8 +363,9 @@ for scheme in 8w 4w 8da8w 8da4w 8da8w-g32 8da4w-g32; do
   "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json >"$WORK/q-$scheme-b.json"
   "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json --prefill sequential >"$WORK/q-$scheme-s.json"
   check "$scheme: batched and sequential give the same tokens" test "$("$JSONQ" "$WORK/q-$scheme-b.json" generated_ids)" = "$("$JSONQ" "$WORK/q-$scheme-s.json" generated_ids)"
-  # every kernel variant this CPU can run (VNNI where it has it, AVX2, the portable twins) gives the same tokens
-  for k in avx2 portable; do
+  # every kernel variant this CPU can run (VNNI where it has it, AVX-512 without VBMI, AVX2, the portable
+  # twins) gives the same tokens
+  for k in avx512+vnni avx2 portable; do
     ETCH_KERNELS=$k "$ETCH" run "$WORK/q-$scheme.etch" -p "Once upon a time" -n 24 --json >"$WORK/q-$scheme-$k.json"
     check "$scheme: ETCH_KERNELS=$k gives the same tokens" test "$("$JSONQ" "$WORK/q-$scheme-b.json" generated_ids)" = "$("$JSONQ" "$WORK/q-$scheme-$k.json" generated_ids)"
   done

@@ -735,6 +735,7 @@ int main(void) {
     test_matmul_int(v, 1);
     if (strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_AMX), 1); /* the zmm vpdpbusd tiles too */
     if (strstr(v, "vnni") || strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
+    if (strstr(v, "vbmi") || strstr(v, "amx")) test_matmul(kern_limit(KERN_NO_VBMI), 1); /* the Q4 GEMV without VBMI too */
     if (strstr(v, "avx512")) { /* the 256-bit float tiles too, and the ymm vpdpbusd where the CPU has it */
         const char *narrow = kern_limit(KERN_NO_AVX512);
         test_matmul(narrow, 1);

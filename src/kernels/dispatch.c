@@ -30,11 +30,11 @@ static const kern_variant portable = {
 #endif
 
 /* The x86 variants: W (avx2 or avx512) names the width of the float matmuls, attention, softmax,
- * SwiGLU, GeGLU and the peak probe; they differ otherwise only in their integer-dot GEMM. */
-#define X86_VARIANT(NAME, W, MATMUL_I)                                                                 \
+ * SwiGLU, GeGLU and the peak probe; they differ otherwise only in their weight-only Q4 matmul (Q4)
+ * and their integer-dot GEMM. */
+#define X86_VARIANT(NAME, W, Q4, MATMUL_I)                                                             \
     {NAME,                                                                                            \
-     {kern_##W##_matmul_f32, kern_##W##_matmul_f16, kern_##W##_matmul_bf16, kern_##W##_matmul_q8,    \
-      kern_##W##_matmul_q4},                                                                          \
+     {kern_##W##_matmul_f32, kern_##W##_matmul_f16, kern_##W##_matmul_bf16, kern_##W##_matmul_q8, Q4}, \
      MATMUL_I,                                                                                        \
      kern_avx2_quantize_x,                                                                            \
      kern_##W##_attention,                                                                            \
@@ -45,11 +45,14 @@ static const kern_variant portable = {
      kern_##W##_geglu,                                                                                \
      kern_##W##_fma_peak,                                                                             \
      kern_avx2_read_bandwidth}
-static const kern_variant avx2 = X86_VARIANT("avx2", avx2, kern_avx2_matmul_i);
-static const kern_variant avx2_vnni = X86_VARIANT("avx2+vnni", avx2, kern_vnni_matmul_i);
-static const kern_variant avx512 = X86_VARIANT("avx512", avx512, kern_avx2_matmul_i);
-static const kern_variant avx512_vnni = X86_VARIANT("avx512+vnni", avx512, kern_avx512_vnni_matmul_i);
-static const kern_variant avx512_amx = X86_VARIANT("avx512+amx", avx512, kern_amx_matmul_i);
+static const kern_variant avx2 = X86_VARIANT("avx2", avx2, kern_avx2_matmul_q4, kern_avx2_matmul_i);
+static const kern_variant avx2_vnni = X86_VARIANT("avx2+vnni", avx2, kern_avx2_matmul_q4, kern_vnni_matmul_i);
+static const kern_variant avx512 = X86_VARIANT("avx512", avx512, kern_avx512_matmul_q4, kern_avx2_matmul_i);
+static const kern_variant avx512_vnni =
+    X86_VARIANT("avx512+vnni", avx512, kern_avx512_matmul_q4, kern_avx512_vnni_matmul_i);
+static const kern_variant avx512_vbmi =
+    X86_VARIANT("avx512+vnni+vbmi", avx512, kern_avx512_vbmi_matmul_q4, kern_avx512_vnni_matmul_i);
+static const kern_variant avx512_amx = X86_VARIANT("avx512+amx", avx512, kern_avx512_vbmi_matmul_q4, kern_amx_matmul_i);
 
 /* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
  * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
@@ -82,6 +85,14 @@ static int cpu_has_avx512_vnni(void) {
     return (c >> 11) & 1 && (b >> 30) & 1;
 }
 
+/* AVX512-VBMI (byte permutes across a zmm register, vpermt2b), CPUID leaf 7 ECX bit 1: every CPU with
+ * it has AVX512-VNNI too (Ice Lake and later, Zen 4 and later), which the variants with it assume. */
+static int cpu_has_avx512_vbmi(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    return (c >> 1) & 1 && cpu_has_avx512_vnni();
+}
+
 /* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24 and 25), the OS saving the tile state (XGETBV
  * bits 17 and 18), and Linux granting it to this process: the tile data is off until asked for
  * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), and a tile instruction without it is
@@ -112,14 +123,15 @@ static int cpu_has_avx_vnni(void) {
 static const kern_variant *active = &portable;
 static int limit = KERN_BEST;
 
-/* The cap from the environment: ETCH_KERNELS=avx512+vnni (no AMX), avx2+vnni (no AVX-512), avx2 (no
- * VNNI either) or portable; anything else: none. */
+/* The cap from the environment, a variant's name: ETCH_KERNELS=avx512+vnni+vbmi (no AMX), avx512+vnni (no
+ * VBMI either), avx2+vnni (no AVX-512), avx2 (no VNNI either) or portable; anything else: none. */
 static int env_limit(void) {
     const char *e = getenv("ETCH_KERNELS");
     if (!e) return KERN_BEST;
     return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI
          : !strcmp(e, "avx2+vnni")                 ? KERN_NO_AVX512
-         : !strcmp(e, "avx512+vnni")               ? KERN_NO_AMX : KERN_BEST;
+         : !strcmp(e, "avx512+vnni")               ? KERN_NO_VBMI
+         : !strcmp(e, "avx512+vnni+vbmi")               ? KERN_NO_AMX : KERN_BEST;
 }
 
 const char *kern_init(void) {
@@ -127,8 +139,10 @@ const char *kern_init(void) {
     const kern_variant *v = &portable;
 #ifdef KERN_X86
     if (cap != KERN_PORTABLE && cpu_has_avx2_fma_f16c()) {
-        int wide = cap <= KERN_NO_AMX && cpu_has_avx512f();
-        if (wide) v = !cpu_has_avx512_vnni() ? &avx512 : cap == KERN_BEST && cpu_has_amx() ? &avx512_amx : &avx512_vnni;
+        int wide = cap <= KERN_NO_VBMI && cpu_has_avx512f(), vbmi = cap <= KERN_NO_AMX && cpu_has_avx512_vbmi();
+        if (wide) v = !cpu_has_avx512_vnni()                 ? &avx512
+                    : cap == KERN_BEST && vbmi && cpu_has_amx() ? &avx512_amx
+                    : vbmi                                     ? &avx512_vbmi : &avx512_vnni;
         else v = cap <= KERN_NO_AVX512 && cpu_has_avx_vnni() ? &avx2_vnni : &avx2;
     }
 #else

@@ -124,6 +124,8 @@ void kern_avx512_matmul_bf16(float *y, int ldy, const float *x, const kern_mat *
 void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 double kern_avx512_fma_peak(double seconds);
+/* x86/avx512_vbmi.c: avx512_float.c's Q4 matmul whose decode takes eight steps per byte permute (AVX512-VBMI). */
+void kern_avx512_vbmi_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
 void kern_avx512_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                            float *scores, int g_begin, int g_end);

@@ -9,13 +9,13 @@
 /* Picks AVX2/FMA variants when the CPU has them, vpdpbusd for integer-dot GEMMs (kern_matmul_i with
  * more than one row) where it also has AVX-VNNI, and 512-bit float matmuls where it has AVX-512F.
  * Idempotent and thread-safe in effect (every caller computes the same choice). Returns the name of
- * the variant set: "avx512+amx", "avx512+vnni", "avx512", "avx2+vnni", "avx2" or "portable". The
- * environment variable ETCH_KERNELS=avx512+vnni (no AMX), =avx2+vnni (no AVX-512), =avx2 (no VNNI
- * either) or =portable caps it. */
+ * the variant set: "avx512+amx", "avx512+vnni+vbmi", "avx512+vnni", "avx512", "avx2+vnni", "avx2" or
+ * "portable". The environment variable ETCH_KERNELS=avx512+vnni+vbmi (no AMX), =avx512+vnni (no VBMI
+ * either), =avx2+vnni (no AVX-512), =avx2 (no VNNI either) or =portable caps it. */
 const char *kern_init(void);
 /* Caps the variants kern_init may pick (tests use it to compare every path with the twins) and
  * picks again; returns the new set's name. */
-enum { KERN_BEST = 0, KERN_NO_AMX = 1, KERN_NO_AVX512 = 2, KERN_NO_VNNI = 3, KERN_PORTABLE = 4 };
+enum { KERN_BEST = 0, KERN_NO_AMX = 1, KERN_NO_VBMI = 2, KERN_NO_AVX512 = 3, KERN_NO_VNNI = 4, KERN_PORTABLE = 5 };
 const char *kern_limit(int level);
 
 /* Weight element types. Q8 and Q4 are quantized: int8, or 4-bit values -8..7, with one scale per

@@ -3,10 +3,12 @@
  * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
  * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
  * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the
- * same order, and their decode by a GEMV on zmm (zq_gemv4). Both equal the twin bit for bit; decode
+ * same order, and their decode by a GEMV on zmm (zq_gemv4; with VBMI, avx512_vbmi.c compiles this
+ * part again with zq4_steps8). Both equal the twin bit for bit; decode
  * with f32, f16 or bf16 weights goes to the AVX2 GEMVs. */
 #include "avx2.h"
 
+#ifndef ZQ_VBMI /* avx512_vbmi.c compiles the weight-only Q8/Q4 part again, with VBMI's decode steps */
 static INLINE __m512 load16_f32(const void *w, size_t i) { return _mm512_loadu_ps((const float *)w + i); }
 static INLINE __m512 load16_f16(const void *w, size_t i) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)w + i)));
@@ -118,6 +120,7 @@ static void widened(void (*widen)(float *, const void *, size_t, size_t, int, in
 DEFINE_MATMUL(f32, 0)
 DEFINE_MATMUL(f16, 1)
 DEFINE_MATMUL(bf16, 1)
+#endif
 
 /* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 8..15 summed
  * x times whole bytes, less rows 0..7's sums (their nibbles), then one FMA: rows 0..7 times 1, rows
@@ -270,6 +273,34 @@ static INLINE void zq_gemv_step(int type, __m512 a[4], __m512 xb, const uint8_t 
     }
 }
 
+#ifdef ZQ_VBMI
+/* Eight Q4 steps of four panels (avx512_vbmi.c): one 64-byte load per panel, then per step and pair
+ * of panels one byte permute of two registers (vpermt2b, AVX512-VBMI) that puts panel p's 8 bytes in
+ * the low bytes of lanes 0..7 and p + 1's in lanes 8..15, the rest zero: the register
+ * zq_gemv_step's load-and-insert and widening build, in one shuffle instead of two, the same values
+ * into the same FMAs in the same order. */
+static INLINE void zq4_steps8(__m512 a[4], const float *x, const uint8_t *q, size_t pstride) {
+    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    /* the index byte of lane j (its low byte): byte j of the first register, or 64 + byte j - 8 of the second */
+    const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 64, 65, 66, 67, 68, 69, 70, 71);
+    const __mmask64 low_bytes = 0x1111111111111111ull;
+    __m512i s[4];
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+        _mm_prefetch((const char *)q + p * pstride + 768, _MM_HINT_T0);
+        s[p] = _mm512_loadu_si512((const void *)(q + p * pstride));
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
+        __m512 xb = _mm512_set1_ps(x[i]);
+        __m512i idx = _mm512_add_epi32(first, _mm512_set1_epi32(8 * i));
+        _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+            __m512i v = _mm512_maskz_permutex2var_epi8(low_bytes, s[2 * h], idx, s[2 * h + 1]);
+            a[h] = _mm512_fmadd_ps(xb, _mm512_permutexvar_ps(v, nibble), a[h]);
+            a[2 + h] = _mm512_fmadd_ps(xb, _mm512_cvtepi32_ps(v), a[2 + h]);
+        }
+    }
+}
+#endif
+
 /* Q4's correction of the paired sums (q4_fix16's operations, lane for lane: a row 8..15 less its row
  * 0..7, which sits in the same lane of the other register), then each panel's 16 rows in order. */
 static INLINE void zq4_unpair(__m512 a[4], float xs, float off) {
@@ -295,6 +326,10 @@ static INLINE void zq_gemv4_of(int type, float *y, const float *x, const qmat *m
         prefetch_scales4(&m->sc, &m->mn, panel, g + Q_SCALES_AHEAD);
         const uint8_t *q = m->q + ((size_t)panel * m->k + (size_t)b) * step;
         int kk = b;
+#ifdef ZQ_VBMI
+        if (type == KERN_Q4)
+            for (; kk + 8 <= e; kk += 8, q += 8 * step) zq4_steps8(a, x + kk, q, pstride);
+#endif
         for (; kk + 4 <= e; kk += 4, q += 4 * step) { /* four steps per prefetch of each panel, no test */
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm_prefetch((const char *)q + p * pstride + 768, _MM_HINT_T0);
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) zq_gemv_step(type, a, _mm512_set1_ps(x[kk + i]), q + i * step, pstride);
@@ -318,6 +353,12 @@ static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int pane
 
 static const kern_q_hooks zq_hooks = {zq_tiles, zl_tiles, zq_gemv4};
 
+#ifdef ZQ_VBMI
+void kern_avx512_vbmi_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+    (void)d;
+    kern_avx2_matmul_q(KERN_Q4, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
+}
+#else
 void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
     kern_avx2_matmul_q(KERN_Q8, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
@@ -346,3 +387,4 @@ double kern_avx512_fma_peak(double seconds) {
     (void)keep;
     return (double)iters * 12 * 16 * 2 / t / 1e9;
 }
+#endif
