@@ -317,9 +317,10 @@ expect_error 2 "etch eval: unknown option" -- "$ETCH" eval "$P" --bogus
 check "run -t 2 gives the reference text" cmp -s <("$ETCH" run "$P" -p "Once upon a time" -n 196 -t 2) "$REF/greedy_once_upon_a_time.txt"
 "$ETCH" bench "$P" -p 16,48 -n 4 -t 1,2 -r 1 --json >"$WORK/bench.json"
 check "bench: one JSON line per case" test "$(wc -l <"$WORK/bench.json")" -eq 4
-for key in n_prompt n_gen threads prefill_tok_s decode_tok_s ttft_batched_ms ttft_sequential_ms load_ms peak_rss_mb; do
+for key in n_prompt n_gen threads prefill_tok_s decode_tok_s ttft_batched_ms ttft_sequential_ms ttft_new_session_ms load_ms peak_rss_mb; do
   check "bench JSON has $key" "$JSONQ" <(sed -n 4p "$WORK/bench.json") "$key"
 done
+check "bench: a new session's first token took some time" awk "BEGIN { exit !($("$JSONQ" <(sed -n 4p "$WORK/bench.json") ttft_new_session_ms) > 0) }"
 check "bench: last case is 48 tokens, 2 threads" test "$("$JSONQ" <(sed -n 4p "$WORK/bench.json") n_prompt)/$("$JSONQ" <(sed -n 4p "$WORK/bench.json") threads)" = "48/2"
 check "bench table" "$ETCH" bench "$P" -p 8 -n 2 -t 1 -r 1
 expect_error 2 "-p expects up to 16 comma-separated integers in 1..1048576, got 'abc'" -- "$ETCH" bench "$P" -p abc

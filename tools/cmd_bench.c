@@ -37,7 +37,8 @@ static const char bench_help[] =
     "\n"
     "Runs each (prompt length, generated tokens, threads) case r times after a warm-up, alternating\n"
     "batched and sequential prefill, and prints medians: prompt tokens/s (batched), decode tokens/s,\n"
-    "time to first token with batched and with sequential prefill, achieved GFLOP/s in prefill and GB/s\n"
+    "time to first token with batched and with sequential prefill, and with batched prefill in a session\n"
+    "made for it (its threads and first KV pages included, as `etch run` pays them), achieved GFLOP/s in prefill and GB/s\n"
     "in decode as fractions of the machine's FMA peak and read bandwidth (measured here first, about\n"
     "half a second per thread count), load time with a cold and a warm page cache, and peak RSS. The\n"
     "prompt is real text tokenized by the program. Ctrl-C prints the cases measured so far.\n"
@@ -89,6 +90,28 @@ static double prefill(etch_session *s, const int32_t *ids, int n, int bound, flo
     return now_ms() - t0;
 }
 
+/* Time to first token in a new session: its creation (its threads, its KV cache's first pages) and a
+ * batched prefill, as `etch run` and a server's new conversation pay them, where the bench's own
+ * session, reused from rep to rep, has both warm. Ctrl-C stops the prefill as it stops `s`'s. */
+static double new_session_ttft(etch_program *p, const etch_session_options *so, etch_session *s, const int32_t *ids,
+                               int n, int bound, float *logits, int vocab, int *ok) {
+    etch_session *f;
+    etch_error err;
+    double t0 = now_ms();
+    if (etch_session_new_opts(p, so, &f, &err) != ETCH_OK) {
+        fprintf(stderr, "%s: %s\n", cli_name, err.message);
+        *ok = 0;
+        return 0;
+    }
+    cli_interrupt_watch(f, NULL);
+    prefill(f, ids, n, bound, logits, ok);
+    etch_argmax(logits, vocab);
+    double t = now_ms() - t0;
+    cli_interrupt_watch(s, NULL);
+    etch_session_free(f);
+    return t;
+}
+
 /* Bytes a cached key or value element takes, its share of a Q8 scale included. */
 static double kv_value_bytes(const char *kv_type, int head_dim) {
     return !strcmp(kv_type, "f32") ? 4.0 : !strcmp(kv_type, "f16") ? 2.0 : 1.0 + 4.0 / head_dim;
@@ -102,13 +125,14 @@ typedef struct bench_row {
     double fma_peak_gflops, read_bw_gbps; /* 0: not measured */
     double kv_cache_mb, kv_cache_full_mb;
     const char *kv_type;
+    double ttft_new_session_ms; /* new_session_ttft */
 } bench_row;
 
 enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL };
 
 static const char *const csv_cols =
     "n_prompt,n_gen,threads,reps,prefill_tok_s,decode_tok_s,ttft_batched_ms,ttft_sequential_ms,load_ms,load_cold_ms,"
-    "peak_rss_mb,prefill_gflops,fma_peak_gflops,decode_gbps,read_bw_gbps,kv_cache_mb,kv_cache_full_mb";
+    "peak_rss_mb,prefill_gflops,fma_peak_gflops,decode_gbps,read_bw_gbps,kv_cache_mb,kv_cache_full_mb,ttft_new_session_ms";
 
 /* A fraction of a measured peak, or "-" when the peak was not measured; decode past 100% of the read
  * bandwidth means the weights were served from cache (a model that fits it), marked with "*". */
@@ -130,22 +154,25 @@ static void print_row(const bench_row *r, int format, int first) {
         }
         of_peak(g, sizeof g, r->prefill_gflops, r->fma_peak_gflops);
         of_peak(d, sizeof d, r->decode_gbps, r->read_bw_gbps);
-        printf("| %d | %d | %d | %.1f | %.2f | %.1f | %s | %s | %s | %s | %.0f |\n", r->threads, r->n_prompt, r->n_gen,
-               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, s1, s2, g, d, r->peak_rss_mb);
+        printf("| %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %s | %s | %s | %s | %.0f |\n", r->threads, r->n_prompt,
+               r->n_gen, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, r->ttft_new_session_ms, s1, s2, g, d,
+               r->peak_rss_mb);
     } else if (format == OUT_CSV) {
-        printf("%d,%d,%d,%d,%.2f,%.2f,%.2f,%s,%.2f,%.2f,%.1f,%.1f,%s,%.2f,%s,%.2f,%.2f\n", r->n_prompt, r->n_gen,
+        printf("%d,%d,%d,%d,%.2f,%.2f,%.2f,%s,%.2f,%.2f,%.1f,%.1f,%s,%.2f,%s,%.2f,%.2f,%.2f\n", r->n_prompt, r->n_gen,
                r->threads, r->reps, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms,
                r->ttft_sequential_ms >= 0 ? seq : "", r->load_ms, r->load_cold_ms, r->peak_rss_mb, r->prefill_gflops,
                r->fma_peak_gflops > 0 ? pk : "", r->decode_gbps, r->read_bw_gbps > 0 ? bw : "", r->kv_cache_mb,
-               r->kv_cache_full_mb);
+               r->kv_cache_full_mb, r->ttft_new_session_ms);
     } else {
         printf("%s{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
-               "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
+               "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"ttft_new_session_ms\": %.2f, "
+               "\"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
                "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %s, \"decode_gbps\": %.2f, "
                "\"read_bw_gbps\": %s, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"kv_type\": \"%s\", "
                "\"reps\": %d}%s",
                format == OUT_JSON ? (first ? "[\n  " : ",\n  ") : "", r->n_prompt, r->n_gen, r->threads,
-               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->load_ms, r->load_cold_ms, r->peak_rss_mb,
+               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->ttft_new_session_ms, r->load_ms,
+               r->load_cold_ms, r->peak_rss_mb,
                r->prefill_gflops, pk, r->decode_gbps, bw, r->kv_cache_mb, r->kv_cache_full_mb, r->kv_type, r->reps,
                format == OUT_JSONL ? "\n" : "");
     }
@@ -269,6 +296,13 @@ int cmd_bench(int argc, char **argv) {
     float *logits = malloc((size_t)m->vocab_size * sizeof *logits);
     double *pf = calloc((size_t)reps, sizeof(double)), *dc = calloc((size_t)reps, sizeof(double));
     double *tb = calloc((size_t)reps, sizeof(double)), *ts = calloc((size_t)reps, sizeof(double));
+    double *tn = calloc((size_t)reps, sizeof(double));
+    if (!logits || !pf || !dc || !tb || !ts || !tn) {
+        free(pf), free(dc), free(tb), free(ts), free(tn), free(logits);
+        etch_free(ids);
+        etch_program_close(p);
+        return cli_fail("out of memory");
+    }
     if (format == OUT_MD) {
         char types[128];
         cli_weight_types(p, types, sizeof types);
@@ -307,9 +341,9 @@ int cmd_bench(int argc, char **argv) {
             if (roofline) printf("machine, %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n", nt,
                                  nt == 1 ? "" : "s", peak, bw);
             if (threads[ti] > nt) printf("(%d threads asked: this machine has %d processors online)\n", threads[ti], nt);
-            printf("\n| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT sequential ms "
-                   "| seq/batched | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
-            printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+            printf("\n| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT new session ms "
+                   "| TTFT sequential ms | seq/batched | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
+            printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         }
         cli_interrupt_watch(s, NULL);
         for (int pi = 0; pi < n_prompts && ok && !cli_interrupted(); pi++)
@@ -336,8 +370,11 @@ int cmd_bench(int argc, char **argv) {
                         tok = etch_argmax(logits, m->vocab_size);
                         t_seq += now_ms() - t_tok;
                     }
+                    double t_new = 0;
+                    if (ok && !cli_interrupted())
+                        t_new = new_session_ttft(p, &so, s, ids, np, m->max_seq_len, logits, m->vocab_size, &ok);
                     if (r < 0 || cli_interrupted()) continue;
-                    pf[r] = np / t_pre * 1e3, dc[r] = n_gen / t_dec * 1e3, tb[r] = ttft, ts[r] = t_seq;
+                    pf[r] = np / t_pre * 1e3, dc[r] = n_gen / t_dec * 1e3, tb[r] = ttft, ts[r] = t_seq, tn[r] = t_new;
                 }
                 if (cli_interrupted()) break; /* a cut case is not a measurement */
                 if (!ok) {
@@ -345,6 +382,7 @@ int cmd_bench(int argc, char **argv) {
                     break;
                 }
                 double mp = median(pf, reps), md = median(dc, reps), mtb = median(tb, reps), mts = median(ts, reps);
+                double mtn = median(tn, reps);
                 /* Prefill work: the matrices for every token, attention over the causal triangle, the
                  * classifier once. Decode traffic: every weight byte plus the K/V rows read. */
                 double att_macs = 0, kv_bytes = 0;
@@ -357,7 +395,7 @@ int cmd_bench(int argc, char **argv) {
                 bench_row row = {np, n_gen, nt, reps, mp, md, mtb, sequential ? mts : -1, load_warm, load_cold, peak_rss,
                                  2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9,
                                  (weight_bytes + kv_bytes) * md / 1e9, peak, bw, kv_scale * m->kv_cache_bytes / 1048576.0,
-                                 kv_scale * m->kv_cache_full_bytes / 1048576.0, kv_type};
+                                 kv_scale * m->kv_cache_full_bytes / 1048576.0, kv_type, mtn};
                 over_bw |= bw > 0 && row.decode_gbps > bw;
                 print_row(&row, format, rows++ == 0);
             }
@@ -371,7 +409,7 @@ int cmd_bench(int argc, char **argv) {
         printf("\n* decode above the measured read bandwidth: the weights (%.1f MB) were read from the CPU's caches, "
                "not from memory\n", weight_bytes / 1e6);
     fflush(stdout);
-    free(pf), free(dc), free(tb), free(ts), free(logits);
+    free(pf), free(dc), free(tb), free(ts), free(tn), free(logits);
     etch_free(ids);
     etch_program_close(p);
     if (interrupted) {
