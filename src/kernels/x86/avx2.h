@@ -143,7 +143,9 @@ static INLINE int q_need_xsum(int type, const qmat *m) { return type == KERN_Q4 
 
 /* The rows of a chunk x one or two panels (cols up to 32: two when more than 16) over whole groups
  * g0 .. g1-1, widened to f32 in blk from step kb (16 floats per step: rows 0..7 as avx2_float.c's
- * q_step widens them, then rows 8..15; the second panel's block Q_BLOCK * 16 floats after the first's);
+ * q_step widens them, then rows 8..15; the second panel's block Q_BLOCK * 16 floats after the first's;
+ * Q4 over two panels paired instead: the first block holds rows 0..7 of both panels, the second
+ * rows 8..15 of both, so a row's whole byte meets its partner's nibble in the same lane);
  * xsum: the sums of x per row and group ([rows][n_groups]) that Q4 and mins need, or NULL. A variant's
  * own tiles for weight-only prefill (avx512_float.c); NULL: the AVX2 ones, one panel at a time. */
 typedef void (*kern_q_tiles_fn)(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,

@@ -204,12 +204,14 @@ static INLINE void tile_groups(int type, float *y, int ldy, const float *x, int 
         store_cols(y + (size_t)r * ldy, _mm256_load_ps(sum + r * KERN_PANEL), _mm256_load_ps(sum + r * KERN_PANEL + 8), cols);
 }
 
-static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int len, float *blk) {
+/* Steps kb .. kb + len - 1 of a panel widened: rows 0..7 of step kk to lo + 16 kk, rows 8..15 to
+ * hi + 16 kk (hi = lo + 8: the panel's 16 rows in order). */
+static INLINE void widen_steps(int type, const qmat *m, int panel, int kb, int len, float *lo, float *hi) {
     for (int kk = 0; kk < len; kk++) {
         __m256 w0, w1;
         q_step(type, m, panel, kb + kk, &w0, &w1);
-        _mm256_store_ps(blk + kk * KERN_PANEL, w0);
-        _mm256_store_ps(blk + kk * KERN_PANEL + 8, w1);
+        _mm256_store_ps(lo + kk * KERN_PANEL, w0);
+        _mm256_store_ps(hi + kk * KERN_PANEL, w1);
     }
 }
 
@@ -291,8 +293,10 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                 for (int g0 = 0; g0 < n_groups; g0 += per) {
                     int g1 = g0 + per < n_groups ? g0 + per : n_groups, kb = g0 * m.group;
                     int len = (g1 * m.group < k ? g1 * m.group : k) - kb;
+                    int paired = type == KERN_Q4 && np == 2; /* kern_q_tiles_fn's layouts */
                     for (int i = 0; i < np; i++) {
-                        widen_steps(type, &m, panel + i, kb, len, blk + (size_t)i * Q_BLOCK * KERN_PANEL);
+                        float *lo = paired ? blk + (size_t)i * 8 : blk + (size_t)i * Q_BLOCK * KERN_PANEL;
+                        widen_steps(type, &m, panel + i, kb, len, lo, paired ? lo + (size_t)Q_BLOCK * KERN_PANEL : lo + 8);
                         /* the panel's next block (or the next panel's first, within this call's range)
                          * streams in while the tiles run: the hardware prefetcher stops while nothing
                          * reads the weights */
@@ -327,7 +331,7 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
                     int b = g * m.group, e = group_end_at(g, m.group, k);
                     for (int kb = b; kb < e; kb += Q_BLOCK) {
                         int len = e - kb < Q_BLOCK ? e - kb : Q_BLOCK;
-                        widen_steps(type, &m, panel, kb, len, blk);
+                        widen_steps(type, &m, panel, kb, len, blk, blk + 8);
                         if (long_tiles) long_tiles(part, xc + (size_t)r0 * k + kb, k, rows, len, blk, kb > b);
                         else tiles_f32(part, KERN_PANEL, xc + (size_t)r0 * k + kb, k, rows, len, blk, 0, KERN_PANEL, kb > b);
                     }

@@ -132,17 +132,32 @@ static INLINE __m512 q4_fix16(__m512 p, float xs, float off) {
     return _mm512_fmadd_ps(t, times, _mm512_set1_ps(-off * xs));
 }
 
+/* (a, b) -> (a's low half, b's low half), (a's high half, b's high half): two panels' 16 rows each
+ * to rows 0..7 of both and rows 8..15 of both, and back. */
+static INLINE void pair_halves(__m512 *a, __m512 *b) {
+    __m512 first = *a;
+    *a = _mm512_shuffle_f32x4(first, *b, _MM_SHUFFLE(1, 0, 1, 0));
+    *b = _mm512_shuffle_f32x4(first, *b, _MM_SHUFFLE(3, 2, 3, 2));
+}
+
 /* R rows (1..6) x P panels (1..2) over whole groups g0 .. g1-1 widened in blk: a row's group sums and
  * its output sums one register each per panel (24 accumulators at six rows and two panels), P weight
- * loads and R broadcasts per step for 2R FMAs. Every output takes the twin's operations in its order. */
+ * loads and R broadcasts per step for 2R FMAs. Every output takes the twin's operations in its order.
+ * Q4 over two panels (PAIRED) keeps the registers as blk pairs the panels (kern_q_tiles_fn): p0 the
+ * nibble sums of rows 0..7 of both, p1 the whole-byte sums of rows 8..15 of both, so q4_fix16's
+ * operations run lane against lane, one subtract per two registers where one panel per register
+ * needed a shuffle and a masked subtract per register; the output sums are paired at the start and
+ * put back in row order at the end, two shuffles per row each. */
 static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
                            const qmat *m, int panel, int g0, int g1, int R, int P, __mmask16 cm0, __mmask16 cm1,
                            const float *xsum) {
+    const int paired = type == KERN_Q4 && P > 1;
     __m512 a0[6], a1[6], p0[6], p1[6];
     const float *blk1 = blk + (size_t)Q_BLOCK * KERN_PANEL;
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
         a0[r] = g0 ? _mm512_maskz_loadu_ps(cm0, y + (size_t)r * ldy) : _mm512_setzero_ps();
         a1[r] = g0 && P > 1 ? _mm512_maskz_loadu_ps(cm1, y + (size_t)r * ldy + KERN_PANEL) : _mm512_setzero_ps();
+        if (paired) pair_halves(&a0[r], &a1[r]);
     }
     for (int g = g0; g < g1; g++) {
         int b = g * m->group, e = group_end_at(g, m->group, m->k);
@@ -160,13 +175,20 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
         if (q_need_xsum(type, m))
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)
                 xs[r] = xsum ? xsum[(size_t)r * m->n_groups + g] : q4_xsum(x + (size_t)r * ldx, b, e);
-        if (type == KERN_Q4)
+        if (paired) /* q4_fix16 lane for lane: a row 0..7 times 1 (the add), a row 8..15 less its nibbles over 16 */
+            _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+                __m512 c = _mm512_set1_ps(-m->q4_off * xs[r]);
+                p1[r] = _mm512_fmadd_ps(_mm512_sub_ps(p1[r], p0[r]), _mm512_set1_ps(0.0625f), c);
+                p0[r] = _mm512_add_ps(p0[r], c);
+            }
+        else if (type == KERN_Q4)
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
                 p0[r] = q4_fix16(p0[r], xs[r], m->q4_off);
                 if (P > 1) p1[r] = q4_fix16(p1[r], xs[r], m->q4_off);
             }
         __m512 s0 = scales16_z(&m->sc, panel, g);
         __m512 s1 = P > 1 ? scales16_z(&m->sc, panel + 1, g) : s0;
+        if (paired) pair_halves(&s0, &s1);
         _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
             a0[r] = _mm512_fmadd_ps(p0[r], s0, a0[r]);
             if (P > 1) a1[r] = _mm512_fmadd_ps(p1[r], s1, a1[r]);
@@ -174,6 +196,7 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
         if (m->mn.v) { /* + the mins times the sums of x, as the twin */
             __m512 n0 = scales16_z(&m->mn, panel, g);
             __m512 n1 = P > 1 ? scales16_z(&m->mn, panel + 1, g) : n0;
+            if (paired) pair_halves(&n0, &n1);
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
                 a0[r] = _mm512_fmadd_ps(n0, _mm512_set1_ps(xs[r]), a0[r]);
                 if (P > 1) a1[r] = _mm512_fmadd_ps(n1, _mm512_set1_ps(xs[r]), a1[r]);
@@ -181,6 +204,7 @@ static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx,
         }
     }
     _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {
+        if (paired) pair_halves(&a0[r], &a1[r]); /* its own inverse: the panels' rows in order again */
         _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm0, a0[r]);
         if (P > 1) _mm512_mask_storeu_ps(y + (size_t)r * ldy + KERN_PANEL, cm1, a1[r]);
     }
