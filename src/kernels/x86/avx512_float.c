@@ -143,11 +143,11 @@ static INLINE void pair_halves(__m512 *a, __m512 *b) {
 /* R rows (1..6) x P panels (1..2) over whole groups g0 .. g1-1 widened in blk: a row's group sums and
  * its output sums one register each per panel (24 accumulators at six rows and two panels), P weight
  * loads and R broadcasts per step for 2R FMAs. Every output takes the twin's operations in its order.
- * Q4 over two panels (PAIRED) keeps the registers as blk pairs the panels (kern_q_tiles_fn): p0 the
- * nibble sums of rows 0..7 of both, p1 the whole-byte sums of rows 8..15 of both, so q4_fix16's
- * operations run lane against lane, one subtract per two registers where one panel per register
- * needed a shuffle and a masked subtract per register; the output sums are paired at the start and
- * put back in row order at the end, two shuffles per row each. */
+ * Q4 over two panels (`paired`): blk holds the panels paired (kern_q_tiles_fn), so p0 gets the
+ * nibble sums of rows 0..7 of both panels and p1 the whole-byte sums of rows 8..15 of both, and
+ * q4_fix16's operations run lane against lane: one subtract per two registers where a register per
+ * panel needed a shuffle and a masked subtract each. The output sums are paired at the start and put
+ * back in row order at the end (two shuffles per row each). */
 static INLINE void zq_tile(int type, float *y, int ldy, const float *x, int ldx, const float *blk, int kb,
                            const qmat *m, int panel, int g0, int g1, int R, int P, __mmask16 cm0, __mmask16 cm1,
                            const float *xsum) {
