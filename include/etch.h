@@ -317,7 +317,9 @@ void etch_free(void *ptr);
  * failure), fn(ud, p, 0) frees p. NULL means failure: the call that needed the memory returns
  * ETCH_ERR_NOMEM (or NULL where it returns a pointer) and leaks nothing. Memory must be aligned as
  * malloc's is. Covers etch's own allocations and those of the libraries it calls (cJSON, PCRE2; NFC
- * runs in etch's buffers); not stdio's buffers, thread stacks or file mappings.
+ * runs in etch's buffers); not stdio's buffers, thread stacks, file mappings, or the kernels' block of
+ * scratch per thread (128 KiB from the C library for each thread that runs a forward call, in place
+ * of stack, freed when the thread exits).
  * fn is called from every thread that uses etch (and from sessions' worker threads): it must be
  * thread-safe. Install it before any other call, never while a program, session, tokenizer or decoder
  * exists; a NULL fn restores the C library's malloc, realloc and free. */

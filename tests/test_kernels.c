@@ -4,6 +4,7 @@
 
 #include <alloca.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 static uint64_t rng = 12345;
@@ -722,6 +723,40 @@ static void test_matmul_shifted(const char *variant, int exact) {
     test_matmul(variant, exact);
 }
 
+/* Prefill and decode of every weight type on a thread whose stack is 96 KiB (musl gives threads 128
+ * KiB, and a session runs part of each forward call on its caller's thread): the kernels' large blocks
+ * (99 KiB for the weight-only matmul) live in kern_scratch. Before they did, this crashed. */
+static void *small_stack_matmuls(void *arg) {
+    enum { N = 17, D = 64, K = 520 };
+    int *bad = arg;
+    float *x = malloc(N * K * sizeof *x), *wf = malloc(D * K * sizeof *wf), *y = malloc(N * D * sizeof *y),
+          *r = malloc(N * D * sizeof *r);
+    void *w = malloc(D * K * sizeof(float)), *sc = malloc(D * K * sizeof(float)), *mn = malloc(D * K * sizeof(float));
+    fill(x, N * K);
+    fill(wf, D * K);
+    for (int wt = 0; wt < WT_COUNT; wt++)
+        for (int n = 1; n <= N; n += N - 1) { /* decode, and prefill with widened blocks */
+            kern_mat m = make_weights(w, sc, mn, wf, D, K, wt, 32, KERN_F32);
+            kern_matmul(y, D, x, &m, n, D, K, 0, D);
+            kern_matmul_ref(r, D, x, &m, n, D, K, 0, D);
+            *bad += memcmp(y, r, (size_t)n * D * sizeof *y) != 0;
+        }
+    free(x), free(wf), free(y), free(r), free(w), free(sc), free(mn);
+    return NULL;
+}
+
+static void test_small_stack(const char *variant) {
+    pthread_attr_t attr;
+    pthread_t t;
+    int bad = 0;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 96 * 1024);
+    CHECK(pthread_create(&t, &attr, small_stack_matmuls, &bad) == 0, "a thread with a 96 KiB stack");
+    pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
+    CHECK(bad == 0, "%s: %d matmuls on a 96 KiB stack differ from the twin", variant, bad);
+}
+
 int main(void) {
     const char *v = kern_init();
     printf("kernels: %s\n", v);
@@ -732,6 +767,7 @@ int main(void) {
     int simd = strcmp(v, "portable") != 0;
     test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
     test_matmul_shifted(v, simd);
+    test_small_stack(v);
     test_matmul_int(v, 1);
     if (strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_AMX), 1); /* the zmm vpdpbusd tiles too */
     if (strstr(v, "vnni") || strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */

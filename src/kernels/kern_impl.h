@@ -59,6 +59,12 @@ void kern_kv_q8_head_ref(int8_t *dst, float *scale, const float *x, int hd);
 /* Seconds on the monotonic clock (the roofline probes). */
 double kern_seconds(void);
 
+/* This thread's block of KERN_SCRATCH_BYTES (64-byte aligned) for a kernel's working blocks, or NULL
+ * when it cannot be had (the kernel then takes a path without it: the same results). One user at a
+ * time: a kernel does not call another while it holds it. scratch.c. */
+#define KERN_SCRATCH_BYTES (128 * 1024)
+void *kern_scratch(void);
+
 /* One instruction set's kernels. matmul is indexed by the float and weight-only types (KERN_F32 ..
  * KERN_Q4); matmul_i takes I8 and I4. Every entry equals its twin in reference.c bit for bit, except
  * the portable float matmul and the probes, which are not twins of anything. */

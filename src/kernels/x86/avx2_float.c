@@ -268,8 +268,16 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
     qmat m = {km->w, qscales_of(km, 0, n_groups), qscales_of(km, 1, n_groups), k, n_groups, km->group,
               type == KERN_Q8 ? 16 : 8, kern_q4_offset(km)};
     int p_begin = ob;
-    float blk[2 * Q_BLOCK * KERN_PANEL] __attribute__((aligned(32))), part[Q_ROWS * KERN_PANEL] __attribute__((aligned(32)));
-    float xsum[Q_XSUM];
+    /* the blocks in this thread's scratch (99 KiB: more than some threads' stacks hold) */
+    struct q_scratch {
+        float blk[2 * Q_BLOCK * KERN_PANEL], part[Q_ROWS * KERN_PANEL], xsum[Q_XSUM];
+    } *sc = kern_scratch();
+    _Static_assert(sizeof(struct q_scratch) <= KERN_SCRATCH_BYTES, "the scratch holds matmul_q's blocks");
+    if (!sc) { /* no memory for it: the twin, the same results */
+        kern_matmul_ref(y, ldy, x, km, n, oe, k, ob, oe);
+        return;
+    }
+    float *blk = sc->blk, *part = sc->part, *xsum = sc->xsum;
     if (n == 1) { /* the sums of x once for every panel (a scalar chain per group), not once per four */
         int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM;
         for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));

@@ -85,16 +85,17 @@ DEFINE_TILES(bf16)
  * to block (stored and loaded as the f32 it is, so every output is still one FMA chain over k in
  * order). Widening in the tiles instead converts every weight once per six rows: one conversion per
  * six FMAs, which a 512-bit conversion on 256-bit pipes (Zen 4) makes cost about a seventh. */
-static void widened(void (*widen)(float *, const void *, size_t, size_t, int, int, int), float *y, int ldy,
-                    const float *x, int n, int k, const void *w, size_t off, size_t stride, int P, __mmask16 m0,
-                    __mmask16 m1) {
-    float blk[2 * WIDEN_BLOCK * KERN_PANEL] __attribute__((aligned(64)));
+static void widened(void (*widen)(float *, const void *, size_t, size_t, int, int, int), float *blk, float *y,
+                    int ldy, const float *x, int n, int k, const void *w, size_t off, size_t stride, int P,
+                    __mmask16 m0, __mmask16 m1) {
     for (int kb = 0; kb < k; kb += WIDEN_BLOCK) {
         int len = k - kb < WIDEN_BLOCK ? k - kb : WIDEN_BLOCK;
         widen(blk, w, off, stride, P, kb, len);
         tiles_f32(y, ldy, x + kb, k, n, len, blk, 0, (size_t)WIDEN_BLOCK * KERN_PANEL, P, m0, m1, kb > 0);
     }
 }
+
+_Static_assert(2 * WIDEN_BLOCK * KERN_PANEL * sizeof(float) <= KERN_SCRATCH_BYTES, "the scratch holds a block");
 
 #define DEFINE_MATMUL(T, WIDEN)                                                                                   \
     void kern_avx512_matmul_##T(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob,  \
@@ -106,12 +107,14 @@ static void widened(void (*widen)(float *, const void *, size_t, size_t, int, in
             kern_avx2_matmul_##T(y, ldy, x, m, n, d, k, ob, oe);                                                  \
             return;                                                                                               \
         }                                                                                                         \
+        /* the widened blocks (64 KiB) in this thread's scratch, not on its stack; without it, in the tiles */   \
+        float *blk = WIDEN && n >= WIDEN_ROWS ? kern_scratch() : NULL;                                            \
         int p0 = ob;                                                                                              \
         while (p0 < oe) {                                                                                         \
             int left = oe - p0, P = left > KERN_PANEL ? 2 : 1;                                                    \
             __mmask16 m0 = cols_mask(left), m1 = cols_mask(left - KERN_PANEL);                                    \
             size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                                      \
-            if (WIDEN && n >= WIDEN_ROWS) widened(widen_##T, y + p0, ldy, x, n, k, w, off, stride, P, m0, m1);    \
+            if (blk) widened(widen_##T, blk, y + p0, ldy, x, n, k, w, off, stride, P, m0, m1);                   \
             else tiles_##T(y + p0, ldy, x, k, n, k, w, off, stride, P, m0, m1, 0);                                \
             p0 += P * KERN_PANEL;                                                                                 \
         }                                                                                                         \

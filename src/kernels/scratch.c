@@ -1,0 +1,28 @@
+/* kernels/scratch: a block of working memory per thread for the kernels whose blocks would not fit
+ * the stacks embedders give their threads (glibc's default is 8 MiB, musl's 128 KiB, and a
+ * session's forward call runs on the caller's thread too): the weight-only matmul's widened blocks
+ * and sums of x, AVX-512 f16/bf16 prefill's widened blocks. Allocated on a thread's first call,
+ * freed when the thread exits. */
+#include "kern_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static pthread_key_t key;
+static int key_ok;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void make_key(void) { key_ok = pthread_key_create(&key, free) == 0; }
+
+void *kern_scratch(void) {
+    pthread_once(&once, make_key);
+    if (!key_ok) return NULL;
+    void *p = pthread_getspecific(key);
+    if (p) return p;
+    if (!(p = aligned_alloc(64, KERN_SCRATCH_BYTES))) return NULL;
+    if (pthread_setspecific(key, p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
