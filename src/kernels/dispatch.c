@@ -123,15 +123,15 @@ static int cpu_has_avx_vnni(void) {
 static const kern_variant *active = &portable;
 static int limit = KERN_BEST;
 
-/* The cap from the environment, a variant's name: ETCH_KERNELS=avx512+vnni+vbmi (no AMX), avx512+vnni (no
- * VBMI either), avx2+vnni (no AVX-512), avx2 (no VNNI either) or portable; anything else: none. */
+/* The cap from the environment, a variant's name: ETCH_KERNELS=avx512+vnni+vbmi (no AMX), avx512+vnni
+ * (no VBMI either), avx2+vnni (no AVX-512), avx2 (no VNNI either) or portable; anything else: none. */
 static int env_limit(void) {
     const char *e = getenv("ETCH_KERNELS");
     if (!e) return KERN_BEST;
     return !strcmp(e, "portable") ? KERN_PORTABLE : !strcmp(e, "avx2") ? KERN_NO_VNNI
          : !strcmp(e, "avx2+vnni")                 ? KERN_NO_AVX512
          : !strcmp(e, "avx512+vnni")               ? KERN_NO_VBMI
-         : !strcmp(e, "avx512+vnni+vbmi")               ? KERN_NO_AMX : KERN_BEST;
+         : !strcmp(e, "avx512+vnni+vbmi")          ? KERN_NO_AMX : KERN_BEST;
 }
 
 const char *kern_init(void) {

@@ -380,22 +380,23 @@ static void zq_gemv4(int type, float *y, const float *x, const qmat *m, int pane
 
 static const kern_q_hooks zq_hooks = {zq_tiles, zl_tiles, zq_gemv4};
 
+/* The Q4 entry point, named for the file that compiles it (avx512_vbmi.c: with VBMI's decode steps). */
 #ifdef ZQ_VBMI
-void kern_avx512_vbmi_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
-    (void)d;
-    kern_avx2_matmul_q(KERN_Q4, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
-}
+#define ZQ_MATMUL_Q4 kern_avx512_vbmi_matmul_q4
 #else
+#define ZQ_MATMUL_Q4 kern_avx512_matmul_q4
 void kern_avx512_matmul_q8(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
     kern_avx2_matmul_q(KERN_Q8, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
 }
+#endif
 
-void kern_avx512_matmul_q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
+void ZQ_MATMUL_Q4(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob, int oe) {
     (void)d;
     kern_avx2_matmul_q(KERN_Q4, &zq_hooks, y, ldy, x, m, n, k, ob, oe);
 }
 
+#ifndef ZQ_VBMI
 /* The FMA peak with 512-bit vectors: twelve independent chains cover the latency of two units. */
 double kern_avx512_fma_peak(double seconds) {
     __m512 a[12], mul = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
