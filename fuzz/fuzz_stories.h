@@ -12,7 +12,7 @@ static etch_program *fuzz_stories(int max_seq_len) {
     snprintf(model, sizeof model, "%s/stories260K/stories260K.bin", fuzz_models_dir());
     snprintf(tok, sizeof tok, "%s/stories260K/tok512.bin", fuzz_models_dir());
     fuzz_path(out, sizeof out, "stories260K.etch");
-    etch_export_options o = {0, max_seq_len, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o = {0, max_seq_len, NULL, NULL, NULL, NULL, NULL, NULL};
     etch_error err;
     if (etch_export_llama2c(model, tok, out, &o, &err) != ETCH_OK || etch_program_open(out, &p, &err) != ETCH_OK) {
         fprintf(stderr, "fuzz: cannot prepare stories260K (set ETCH_MODELS_DIR): %s\n", err.message);

@@ -154,7 +154,7 @@ typedef struct etch_export_options {
     int32_t max_seq_len;     /* 0: the default, 128; 1: a static program (one token per call).
                                 Clamped to max_context_len. */
     const char *dtype;       /* "f32", "f16", "bf16", or NULL: the source's (f16 for quantized GGUF,
-                                whose Q8_0/Q4_0/Q5_0/Q6_K matrices then stay as they are, weight-only) */
+                                whose block-type matrices then stay as they are: see activations) */
     const char *chat_template; /* NULL: recognized from the source; "none", "chatml", "qwen3",
                                   "llama3", "llama2": that one */
     void (*progress)(void *user, const char *what, int64_t done, int64_t total); /* NULL, or tensors
@@ -162,6 +162,10 @@ typedef struct etch_export_options {
     void *progress_user;
     const char *kv_type;     /* NULL: etch's default; "f32", "f16", "q8": the KV cache sessions keep
                                 unless they ask for another (etch_method_meta.kv_type) */
+    const char *activations; /* a GGUF's kept block types: NULL or "int8", in the integer-dot layout
+                                with activations rounded to int8 per 32 values at run time, as
+                                llama.cpp runs them (faster); "f32": weight-only with f32 activations,
+                                the file's arithmetic exactly. Other sources and dtypes: no effect */
 } etch_export_options;
 
 /* Converts a llama2.c checkpoint (version 0 or legacy header) and its tokenizer.bin into a program

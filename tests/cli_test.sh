@@ -174,12 +174,28 @@ for t in 1 2; do # sampled, so that logits which moved would show more often tha
 done
 ids1=$("$JSONQ" "$WORK/wide-1.json" generated_ids) ids2=$("$JSONQ" "$WORK/wide-2.json" generated_ids)
 check "decode on two threads samples one thread's 80 tokens" test "$(tr -cd , <<<"$ids1" | wc -c)" = 79 -a "$ids1" = "$ids2"
-# a Q8_0 GGUF kept as it is, then converted to 8da8w: quantize says nothing was rounded again
+# a Q8_0 GGUF kept as it is: by default for int8 activations per 32 values (as llama.cpp runs it), the
+# same program as keeping f32 activations and converting with `quantize --scheme 8da8w --act-group 32`;
+# converted per token, quantize says nothing was rounded again
 "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype q8_0 --seed 3 -o "$WORK/q8.gguf"
-"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" 2>"$WORK/q8-export.log"
-check "export names the int8-activation conversion" grep -q "scheme 8da4w --act-group 32. runs them with int8 activations" "$WORK/q8-export.log"
+"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8-int8.etch" 2>"$WORK/q8-int8-export.log"
+check "export says activations are int8 by default" grep -q "activations are rounded to int8 per 32 values" "$WORK/q8-int8-export.log"
+"$ETCH" inspect "$WORK/q8-int8.etch" --no-verify-data >"$WORK/q8-int8.inspect"
+check "the default export's matrices are i8" grep -q "weight matrices: i8 100%" "$WORK/q8-int8.inspect"
+"$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/q8.etch" --activations f32 2>"$WORK/q8-export.log"
+check "export --activations f32 names the default it left" grep -q "they keep f32 activations.*--activations int8" "$WORK/q8-export.log"
+"$ETCH" quantize "$WORK/q8.etch" -o "$WORK/q8-8da8w-g32.etch" --scheme 8da8w --act-group 32 2>/dev/null
+for p in q8-int8 q8-8da8w-g32; do "$ETCH" run "$WORK/$p.etch" -p "Hello there" -n 12 --json >"$WORK/$p.json"; done
+check "the default export runs as 8da8w --act-group 32 (12 tokens)" test "$("$JSONQ" "$WORK/q8-int8.json" generated_ids)" = \
+  "$("$JSONQ" "$WORK/q8-8da8w-g32.json" generated_ids)" -a "$(tr -cd , <<<"$("$JSONQ" "$WORK/q8-int8.json" generated_ids)" | wc -c)" = 11
 "$ETCH" quantize "$WORK/q8.etch" -o "$WORK/q8-8da8w.etch" --scheme 8da8w 2>"$WORK/q8-8da8w.log"
 check "quantize says which matrices kept their values" grep -q "matrices converted as they were, nothing rounded again; 0 rounded" "$WORK/q8-8da8w.log"
+expect_error 2 "--activations expects int8 or f32" -- "$ETCH" export --gguf "$WORK/q8.gguf" -o "$WORK/x.etch" --activations f16
+expect_error 1 "int8 activations go with a GGUF's block types kept as they are" -- "$ETCH" export --gguf "$WORK/q8.gguf" \
+  -o "$WORK/x.etch" --activations int8 --dtype f32
+check "no program is left by the refused exports" test ! -e "$WORK/x.etch"
+expect_error 1 "already i8: .*a GGUF exported with --activations f32" -- "$ETCH" quantize "$WORK/q8-int8.etch" -o "$WORK/x.etch" \
+  --scheme 8da8w
 # GGUF types with mins (Q4_K into q4, Q5_1 into q8) are kept with them. To the integer-dot scheme of
 # their width they convert as they are, mins and all: closer to the file than rounding its weights
 # again (as quantize does the same weights dequantized to f32). To a weight-only scheme their weights
@@ -189,7 +205,7 @@ for t in q4_k:8da4w:4w:4w q5_1:8da8w:8w:8w; do
   IFS=: read -r q scheme wonly table <<<"$t"
   "$ETCH" synth --arch qwen3 --tokenizer "$TOKS/qwen3/tokenizer.json" --format gguf --dtype $q --layers 2 --dim 256 \
     --hidden-dim 512 --heads 4 --kv-heads 2 --seed 3 -o "$WORK/$q.gguf" >/dev/null
-  "$ETCH" export --gguf "$WORK/$q.gguf" -o "$WORK/$q.etch" 2>/dev/null
+  "$ETCH" export --gguf "$WORK/$q.gguf" -o "$WORK/$q.etch" --activations f32 2>/dev/null
   "$ETCH" export --gguf "$WORK/$q.gguf" -o "$WORK/$q-f32.etch" --dtype f32 2>/dev/null
   "$ETCH" inspect "$WORK/$q.etch" --no-verify-data >"$WORK/$q.inspect"
   check "$q is kept with its mins" grep -q "blk.0.ffn_up.weight.min .* \[512, 8\]" "$WORK/$q.inspect"

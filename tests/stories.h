@@ -17,7 +17,7 @@ static inline const char *export_stories(const char *name, int32_t max_seq_len, 
     snprintf(model, sizeof model, "%s/stories260K/stories260K.bin", models_dir());
     snprintf(tok, sizeof tok, "%s/stories260K/tok512.bin", models_dir());
     snprintf(out[k], sizeof out[k], "%s/%s", ETCH_TEST_TMP, name);
-    etch_export_options opt = {max_context_len, max_seq_len, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options opt = {max_context_len, max_seq_len, NULL, NULL, NULL, NULL, NULL, NULL};
     etch_error err;
     if (etch_export_llama2c(model, tok, out[k], &opt, &err) != ETCH_OK) {
         fprintf(stderr, "export of stories260K failed (set ETCH_MODELS_DIR to the folder holding stories260K/): %s\n",

@@ -66,7 +66,7 @@ static etch_status op_export_llama2c(void) {
 
 static etch_status op_export_hf(void) {
     etch_error err;
-    etch_export_options o = {64, 8, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o = {64, 8, NULL, NULL, NULL, NULL, NULL, NULL};
     etch_status st = etch_export_hf(hf_dir, out, &o, &err);
     if (!st) sig_file(out);
     return st;
@@ -74,7 +74,7 @@ static etch_status op_export_hf(void) {
 
 static etch_status op_export_gguf(void) {
     etch_error err;
-    etch_export_options o = {64, 8, "f16", NULL, NULL, NULL, NULL};
+    etch_export_options o = {64, 8, "f16", NULL, NULL, NULL, NULL, NULL};
     etch_status st = etch_export_gguf(gguf, out, &o, &err);
     if (!st) sig_file(out);
     return st;
@@ -181,7 +181,7 @@ int main(void) {
     snprintf(prog, sizeof prog, "%s/alloc-stories.etch", ETCH_TEST_TMP);
     etch_error err;
     /* Inputs, made with the C library's allocator. */
-    etch_export_options o = {128, 16, NULL, "chatml", NULL, NULL, NULL};
+    etch_export_options o = {128, 16, NULL, "chatml", NULL, NULL, NULL, NULL};
     REQUIRE(etch_export_llama2c(stories_bin, stories_tok, prog, &o, &err) == ETCH_OK, "%s", err.message);
     etch_synth_options so = {"qwen3", "tiny", 1, 16, 32, 2, 1, 8, 64, 3, 0.1f, tok_json, "hf", "f32", 0};
     REQUIRE(etch_synth(&so, hf_dir, &err) == ETCH_OK, "synth: %s", err.message);

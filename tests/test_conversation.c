@@ -20,7 +20,7 @@ static etch_program *open_chatml(const char *name, int32_t ctx) {
     snprintf(model, sizeof model, "%s/stories260K/stories260K.bin", models_dir());
     snprintf(tok, sizeof tok, "%s/stories260K/tok512.bin", models_dir());
     snprintf(out, sizeof out, "%s/%s", ETCH_TEST_TMP, name);
-    etch_export_options opt = {ctx, 0, NULL, "chatml", NULL, NULL, NULL};
+    etch_export_options opt = {ctx, 0, NULL, "chatml", NULL, NULL, NULL, NULL};
     etch_error err;
     etch_program *p = NULL;
     if (etch_export_llama2c(model, tok, out, &opt, &err) != ETCH_OK || etch_program_open(out, &p, &err) != ETCH_OK)

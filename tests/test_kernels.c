@@ -353,12 +353,19 @@ static void test_quantize_x(void) {
           "the byte pairs and prefix sums: %04x, %d %d", bytes[0], psum[0], psum[1]);
     qx.group = 2; /* a scale per pair: row 0's pairs (0.5, -1), (0.25, 0), (1, -0.5) */
     kern_quantize_x(&qx, x, 2, 6, NULL);
-    CHECK(qx.n_groups == 3 && s[0] == 1.0f / 127 && s[1] == 0.25f / 127 && s[2] == 1.0f / 127 && zero[0] == 0,
-          "groups: %d scales %g %g %g", qx.n_groups, s[0], s[1], s[2]);
+    /* a group's scale is stored as f16, as GGML's Q8_0 blocks store theirs; the values were rounded with the f32 one */
+    float h127 = kern_f16_to_f32(kern_f32_to_f16(1.0f / 127)), h4 = kern_f16_to_f32(kern_f32_to_f16(0.25f / 127));
+    CHECK(qx.n_groups == 3 && s[0] == h127 && s[1] == h4 && s[2] == h127 && h127 != 1.0f / 127 && zero[0] == 0,
+          "groups: %d scales %g %g %g (f16: %g %g)", qx.n_groups, s[0], s[1], s[2], h127, h4);
     CHECK((int16_t)(pairs[0] & 0xFFFF) == 64 && (int16_t)(pairs[0] >> 16) == -127 && (int16_t)(pairs[1] & 0xFFFF) == 127 &&
               (int16_t)(pairs[1] >> 16) == 0 && (int16_t)(pairs[2] >> 16) == -64 && psum[3] == 64 - 127 + 127 + 127 - 64,
           "groups: each pair on its own scale (%d %d %d %d %d), prefix sums across groups (%d)", (int16_t)(pairs[0] & 0xFFFF),
           (int16_t)(pairs[0] >> 16), (int16_t)(pairs[1] & 0xFFFF), (int16_t)(pairs[1] >> 16), (int16_t)(pairs[2] >> 16), psum[3]);
+    /* scales f16 cannot hold stay f32: past 65504 (it would be infinite) and below its subnormals (zero) */
+    float far[6] = {1e7f, 1.0f, 1e-9f, 0.0f, 0.0f, 0.0f};
+    kern_quantize_x(&qx, far, 1, 6, NULL);
+    CHECK(s[0] == 1e7f / 127 && s[1] == 1e-9f / 127 && s[2] == 0.0f && (int16_t)(pairs[1] & 0xFFFF) == 127,
+          "groups: scales out of f16's range stay f32 (%g %g %g)", s[0], s[1], s[2]);
 }
 
 static void test_conversions(void) {

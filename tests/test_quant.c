@@ -240,7 +240,7 @@ static void test_two_level_scales(void) {
         etch_error err;
         etch_synth_options so = {"qwen3", "tiny", 2, 256, 512, 4, 2, 64, 512, 7, 0.1f, tok, "gguf", types[ti], 0};
         REQUIRE_V(etch_synth(&so, gguf, &err) == ETCH_OK, "synth %s: %s", types[ti], err.message);
-        etch_export_options eo = {512, 64, NULL, NULL, NULL, NULL, NULL};
+        etch_export_options eo = {512, 64, NULL, NULL, NULL, NULL, NULL, "f32"}; /* weight-only, f32 activations */
         REQUIRE_V(etch_export_gguf(gguf, kept, &eo, &err) == ETCH_OK, "export %s: %s", types[ti], err.message);
         etch_program *p;
         REQUIRE_V(etch_program_open(kept, &p, &err) == ETCH_OK, "%s", err.message);
@@ -264,6 +264,25 @@ static void test_two_level_scales(void) {
         const char *k4 = quantize(kept, c1, "8da4w", 0, NULL), *w4 = quantize(wide, c2, "8da4w", 0, NULL);
         REQUIRE_V(k4 && w4 && all_logits(k4, ids, 0, a) && all_logits(w4, ids, 0, b), "%s to 8da4w", types[ti]);
         CHECK(memcmp(a, b, bytes) == 0, "%s: converted to 8da4w, two-level scales differ from their f32 products", types[ti]);
+        /* export's default (int8 activations per 32) is that conversion with --act-group 32, in one step */
+        etch_quantize_options g32 = {.scheme = "8da4w", .act_group = 32};
+        snprintf(c1, sizeof c1, "%s/q-%s-g32.etch", ETCH_TEST_TMP, types[ti]);
+        snprintf(c2, sizeof c2, "%s/q-%s-default.etch", ETCH_TEST_TMP, types[ti]);
+        eo.activations = NULL;
+        REQUIRE_V(etch_quantize(kept, c1, &g32, &err) == ETCH_OK && etch_export_gguf(gguf, c2, &eo, &err) == ETCH_OK, "%s: %s",
+                  types[ti], err.message);
+        REQUIRE_V(all_logits(c1, ids, 0, a) && all_logits(c2, ids, 0, b), "%s: default and --act-group 32 logits", types[ti]);
+        CHECK(memcmp(a, b, bytes) == 0, "%s: the default export gives other logits than 8da4w --act-group 32", types[ti]);
+        float *c = malloc(bytes);
+        REQUIRE_V(c && all_logits(c2, ids, 1, c), "%s: one token per call", types[ti]);
+        CHECK(memcmp(b, c, bytes) == 0, "%s: the default export's batched and one-token logits differ", types[ti]);
+        free(c);
+        REQUIRE_V(etch_program_open(c2, &p, &err) == ETCH_OK, "%s", err.message);
+        const char *dw = tensor_dtype(p, "blk.0.ffn_down.weight");
+        CHECK(dw && !strcmp(dw, ti == 0 ? "i4" : "i8"), "%s: the default export's matrices are %s, not %s", types[ti], dw,
+              ti == 0 ? "i4" : "i8");
+        etch_program_close(p);
+        remove(c1), remove(c2);
         REQUIRE_V(etch_program_open(k4, &p, &err) == ETCH_OK, "%s", err.message);
         sc = tensor_dtype(p, "blk.1.attn_q.weight.scale"), sd = tensor_dtype(p, "blk.1.attn_q.weight.scale_d");
         const char *w = tensor_dtype(p, "blk.1.attn_q.weight");
@@ -311,7 +330,7 @@ static void test_chat_calibration(void) {
     etch_error err;
     etch_synth_options so = {"qwen3", "tiny", 2, 64, 128, 2, 1, 32, 256, 5, 0.1f, tok, "hf", "f32", 0};
     REQUIRE_V(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
-    etch_export_options eo = {256, 64, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options eo = {256, 64, NULL, NULL, NULL, NULL, NULL, NULL};
     REQUIRE_V(etch_export_hf(hf, prog, &eo, &err) == ETCH_OK, "export: %s", err.message);
     FILE *f = fopen(chat, "w");
     REQUIRE_V(f, "write %s", chat);

@@ -233,7 +233,7 @@ static void test_bad_files(void) {
               strstr(err.message, "/nonexistent/tok.bin"),
           "missing tokenizer: %s", err.message);
     CHECK(access(out, F_OK) != 0, "nothing written after failed exports");
-    etch_export_options o = {0, -1, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o = {0, -1, NULL, NULL, NULL, NULL, NULL, NULL};
     CHECK(etch_export_llama2c(model, tok, out, &o, &err) == ETCH_ERR_ARG, "negative bound refused");
 
     const char *good = export_stories("rt-good.etch", 0, 0);

@@ -66,7 +66,7 @@ static void test_chunk_sizes(const char *hf) {
     for (int i = 0; i < N_SEQ; i++) {
         char path[1200];
         snprintf(path, sizeof path, "%s/gemma3-seq%d.etch", tmp, seqs[i]);
-        etch_export_options o = {CTX, seqs[i], NULL, NULL, NULL, NULL, NULL};
+        etch_export_options o = {CTX, seqs[i], NULL, NULL, NULL, NULL, NULL, NULL};
         if (etch_export_hf(hf, path, &o, &err) != ETCH_OK || etch_program_open(path, &progs[i], &err) != ETCH_OK) {
             CHECK(0, "export with max_seq_len %d: %s", seqs[i], err.message);
             return;
@@ -159,7 +159,7 @@ static void test_other_families(void) {
     free(c);
     NEED(set_config(dir, "\"sliding_window\": 8"), "config.json");
     snprintf(out, sizeof out, "%s/mistral.etch", tmp);
-    etch_export_options o = {128, 5, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o = {128, 5, NULL, NULL, NULL, NULL, NULL, NULL};
     NEED(etch_export_hf(dir, out, &o, &err) == ETCH_OK, "mistral export: %s", err.message);
     etch_program *p;
     NEED(etch_program_open(out, &p, &err) == ETCH_OK, "%s", err.message);
@@ -171,7 +171,7 @@ static void test_other_families(void) {
     int32_t ids[40], g1[N_GEN], g2[N_GEN];
     for (int i = 0; i < 40; i++) ids[i] = 100 + 37 * i;
     float *a = malloc(40 * vocab * sizeof *a), *b = malloc(40 * vocab * sizeof *b);
-    etch_export_options o1 = {128, 1, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o1 = {128, 1, NULL, NULL, NULL, NULL, NULL, NULL};
     char out1[1300];
     snprintf(out1, sizeof out1, "%s/mistral-seq1.etch", tmp);
     etch_program *p1;

@@ -106,7 +106,7 @@ int cmd_chat(int argc, char **argv) {
 
     etch_error err;
     char prog_path[4096];
-    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL};
+    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL, NULL};
     if (etch_cached_program(path, NULL, &eo, prog_path, sizeof prog_path, NULL, &err) != ETCH_OK)
         return cli_fail(err.message);
     etch_program *p;

@@ -25,10 +25,12 @@ static const char export_help[] =
     "                          values; with their scales and, for Q4_1/Q4_K/Q5_1/Q5_K, their mins)\n"
     "  -o, --output FILE       the program file to write (replaced only when complete)\n"
     "  --dtype f32|f16|bf16    weight type in the program (default: the source's; f16 for quantized\n"
-    "                          GGUF, whose quantized matrices stay as they are, weight-only, unless a\n"
-    "                          dtype is asked for; `etch quantize --scheme 8da4w [--act-group 32]` then\n"
-    "                          converts them for int8 dot products without rounding them again, with\n"
-    "                          --act-group 32 quantizing activations per 32 values as llama.cpp does)\n"
+    "                          GGUF, whose quantized matrices stay as they are unless a dtype is asked\n"
+    "                          for, which dequantizes them)\n"
+    "  --activations int8|f32  a GGUF's quantized matrices (default int8): laid out for int8 dot\n"
+    "                          products, activations rounded to int8 per 32 values at run time, as\n"
+    "                          llama.cpp rounds them (2-2.5x faster prefill); f32: weight-only with f32\n"
+    "                          activations, the file's weights and arithmetic exactly\n"
     "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
     "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
     "                          Hugging Face and GGUF models)\n"
@@ -42,7 +44,7 @@ static const char export_help[] =
 int cmd_export(int argc, char **argv) {
     cli_name = "etch export";
     const char *model = NULL, *tok = NULL, *out = NULL, *hf = NULL, *gguf = NULL;
-    etch_export_options opt = {0, 0, NULL, NULL, cli_progress, NULL, NULL};
+    etch_export_options opt = {0, 0, NULL, NULL, cli_progress, NULL, NULL, NULL};
     int is_static = 0, have_seq = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -64,6 +66,10 @@ int cmd_export(int argc, char **argv) {
             if (!(opt.dtype = cli_take(argc, argv, &i))) return 2;
             if (strcmp(opt.dtype, "f32") && strcmp(opt.dtype, "f16") && strcmp(opt.dtype, "bf16"))
                 return cli_usage("--dtype expects f32, f16 or bf16, got '%s'", opt.dtype);
+        } else if (!strcmp(a, "--activations")) {
+            if (!(opt.activations = cli_take(argc, argv, &i))) return 2;
+            if (strcmp(opt.activations, "int8") && strcmp(opt.activations, "f32"))
+                return cli_usage("--activations expects int8 or f32, got '%s'", opt.activations);
         } else if (!strcmp(a, "--chat-template")) {
             if (!(opt.chat_template = cli_take(argc, argv, &i))) return 2;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -102,17 +108,22 @@ int cmd_export(int argc, char **argv) {
     const char *kept = ""; /* GGUF's quantized matrices, when export kept them */
     char line[256];
     long trained = 0;
+    int int8 = 0;
     for (int32_t i = 0; i < info.n_metadata; i++) {
         if (etch_program_metadata_text(p, i, line, sizeof line) <= 0) continue;
         if (!strncmp(line, "quant.scheme: \"gguf\"", 21)) kept = " (GGUF's quantized matrices kept as they are)";
+        if (!strncmp(line, "quant.act_group: ", 17)) int8 = 1;
         if (!strncmp(line, "source_context_len: ", 20)) trained = strtol(line + 20, NULL, 10);
     }
+    if (*kept && int8) kept = " (GGUF's quantized matrices kept as they are, for int8 activations per 32 values)";
     fprintf(stderr, "wrote %s in %.2f s: %llu bytes, %llu parameters, %s%s, max_seq_len %d, max_context_len %d%s\n", out,
             cli_seconds() - t0, (unsigned long long)info.file_size, (unsigned long long)info.n_parameters, m->dtype, kept,
             m->max_seq_len, m->max_context_len, m->max_seq_len == 1 ? " (static: one token per call)" : "");
-    if (*kept) /* the faster arithmetic is a choice about accuracy: said, not taken */
-        fprintf(stderr, "%s: they keep f32 activations; `etch quantize %s -o OUT.etch --scheme 8da4w --act-group 32` runs them "
-                        "with int8 activations per 32 values, as llama.cpp does (faster prefill)\n", cli_name, out);
+    if (*kept) /* the arithmetic is a choice between speed and the file's exact weights: said either way */
+        fprintf(stderr, int8 ? "%s: activations are rounded to int8 per 32 values, as llama.cpp rounds them; --activations f32 "
+                               "keeps them f32 (the file's arithmetic exactly, slower prefill)\n"
+                             : "%s: they keep f32 activations (the file's arithmetic exactly); the default, --activations int8, "
+                               "rounds them per 32 values as llama.cpp does (faster prefill)\n", cli_name);
     if (trained > 0 && m->max_context_len > trained)
         fprintf(stderr, "%s: warning: max_context_len %d is past the %ld positions the model was trained on: "
                         "text beyond them is usually poor\n", cli_name, m->max_context_len, trained);

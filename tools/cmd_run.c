@@ -163,7 +163,7 @@ int cmd_run(int argc, char **argv) {
     /* A GGUF file or a Hugging Face folder runs too: exported into the cache on first use. */
     etch_error err;
     char prog_path[4096];
-    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL};
+    etch_export_options eo = {-4096, 0, NULL, NULL, cli_progress, NULL, NULL, NULL};
     int exported = 0;
     if (etch_cached_program(path, NULL, &eo, prog_path, sizeof prog_path, &exported, &err) != ETCH_OK) {
         free(prompt_owned);

@@ -102,7 +102,7 @@ int cmd_serve(int argc, char **argv) {
     }
     etch_error err;
     char prog[4096];
-    etch_export_options eo = {ctx ? (int32_t)ctx : -4096, 0, NULL, NULL, cli_progress, NULL, NULL};
+    etch_export_options eo = {ctx ? (int32_t)ctx : -4096, 0, NULL, NULL, cli_progress, NULL, NULL, NULL};
     if (etch_cached_program(path, NULL, &eo, prog, sizeof prog, NULL, &err) != ETCH_OK) {
         free(key_owned);
         return cli_fail(err.message);

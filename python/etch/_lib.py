@@ -45,7 +45,7 @@ _PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_in
 class _ExportOptions(ctypes.Structure):
     _fields_ = [("max_context_len", ctypes.c_int32), ("max_seq_len", ctypes.c_int32), ("dtype", ctypes.c_char_p),
                 ("chat_template", ctypes.c_char_p), ("progress", _PROGRESS), ("progress_user", ctypes.c_void_p),
-                ("kv_type", ctypes.c_char_p)]
+                ("kv_type", ctypes.c_char_p), ("activations", ctypes.c_char_p)]
 
 
 class _SessionOptions(ctypes.Structure):

@@ -315,7 +315,8 @@ def _program_path(path, cache_dir, opts, progress):
     eo = _ExportOptions(opts["max_context_len"] or -4096, opts["max_seq_len"] or 0,
                         opts["dtype"].encode() if opts["dtype"] else None,
                         opts["chat_template"].encode() if opts["chat_template"] else None,
-                        _PROGRESS(progress) if progress else _PROGRESS(), None, None)
+                        _PROGRESS(progress) if progress else _PROGRESS(), None, None,
+                        opts["activations"].encode() if opts["activations"] else None)
     out = ctypes.create_string_buffer(4096)
     err = _Error()
     exported = ctypes.c_int()
@@ -345,15 +346,19 @@ class ETModelForCausalLM(_Closing):
 
     @classmethod
     def from_pretrained(cls, path, *, max_seq_len=None, max_context_len=None, dtype=None, chat_template=None,
-                        cache_dir=None, threads=0, kv_type=None, progress=None):
+                        cache_dir=None, threads=0, kv_type=None, progress=None, activations=None):
         """Opens a program file, or exports a Hugging Face folder or a GGUF file on first use into a
         cache folder ($ETCH_CACHE_DIR, else ~/.cache/etch) and opens the result, reused while the
         source is unchanged. Export options: max_seq_len (the forward bound), max_context_len, dtype
-        ("f32", "f16", "bf16"), chat_template. A program file was exported already: an option that
-        disagrees with it is an error, not ignored. progress(what, done, total) follows an export.
+        ("f32", "f16", "bf16"), chat_template, activations (a GGUF's quantized matrices: "int8", the
+        default, rounds activations per 32 values as llama.cpp does; "f32" keeps the file's arithmetic
+        exactly). A program file was exported already: an option that disagrees with it is an error,
+        not ignored (activations is for exports only). progress(what, done, total) follows an export.
         kv_type ("f32", "f16", "q8") is the KV cache of the model's sessions (None: the program's)."""
+        if activations not in (None, "int8", "f32"):
+            raise ValueError("activations must be 'int8' or 'f32', not %r" % (activations,))
         opts = {"max_seq_len": max_seq_len, "max_context_len": max_context_len, "dtype": dtype,
-                "chat_template": chat_template}
+                "chat_template": chat_template, "activations": activations}
         for k in ("max_seq_len", "max_context_len"):
             if opts[k] is not None:
                 _int_arg(k, opts[k], 1, 1 << 20)
@@ -361,6 +366,10 @@ class ETModelForCausalLM(_Closing):
         prog, _ = _program_path(path, cache_dir, opts, cb)
         m = cls(prog, threads, kv_type)
         if prog == path:  # a program file: its options are fixed
+            if activations is not None:
+                m.close()
+                raise ValueError("activations=%r: %s is a program file; activations are chosen when a GGUF is "
+                                 "exported" % (activations, path))
             meta = m.method_meta()
             for k in ("max_seq_len", "max_context_len", "dtype", "chat_template"):
                 if opts[k] is not None and opts[k] != meta[k]:

@@ -111,6 +111,25 @@ class TestEtch(unittest.TestCase):
             pass
         self.assertEqual(os.stat(os.path.join(cache, files[0])).st_mtime_ns, stamp)  # reused, not exported again
 
+    def test_from_pretrained_activations(self):
+        gguf = os.path.join(TMP, "py-q8.gguf")
+        run("synth", "--arch", "qwen3", "--tokenizer", os.path.join(TOKS, "qwen3", "tokenizer.json"), "--format", "gguf",
+            "--dtype", "q8_0", "--seed", "5", "-o", gguf)
+        cache = tempfile.mkdtemp(dir=TMP, prefix="py-cache-")
+        paths = []
+        for act in (None, "f32"):  # the default rounds activations to int8; f32 keeps them: two programs
+            with ETModelForCausalLM.from_pretrained(gguf, cache_dir=cache, max_seq_len=16, activations=act) as m:
+                self.assertTrue(m.text_generation("Hello", max_seq_len=6).startswith("Hello"))
+                paths.append(m.path)
+        self.assertEqual(len(os.listdir(cache)), 2)
+        info = [run("inspect", p, "--no-verify-data") for p in paths]
+        self.assertIn("weight matrices: i8 100%", info[0])
+        self.assertIn("weight matrices: q8 100%", info[1])
+        with self.assertRaises(ValueError):
+            ETModelForCausalLM.from_pretrained(gguf, cache_dir=cache, activations="f16")
+        with self.assertRaises(ValueError):
+            ETModelForCausalLM.from_pretrained(paths[0], activations="f32")
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -108,17 +108,19 @@ etch_status etch_cached_program(const char *source, const char *cache_dir, const
     char abs[PATH_MAX];
     if (!realpath(source, abs)) return base_fail(err, ETCH_ERR_IO, "%s: %s", source, strerror(errno));
     /* The salt changes with what export writes for the same source (2: GGUF's Q4_1, Q4_K, Q5_1 and Q5_K
-     * kept with their mins, no longer dequantized to f16), so an upgraded etch exports again. */
-    uint64_t h = base_fnv1a(BASE_FNV_INIT, "etch-cache-2", 12);
+     * kept with their mins, no longer dequantized to f16; 3: a GGUF's block types for int8 activations
+     * by default), so an upgraded etch exports again. */
+    uint64_t h = base_fnv1a(BASE_FNV_INIT, "etch-cache-3", 12);
     h = base_fnv1a(h, ETCH_VERSION_STRING, sizeof ETCH_VERSION_STRING);
     h = base_fnv1a(h, abs, strlen(abs) + 1);
-    etch_export_options o = {-4096, 0, NULL, NULL, NULL, NULL, NULL}; /* the command line's defaults */
+    etch_export_options o = {-4096, 0, NULL, NULL, NULL, NULL, NULL, NULL}; /* the command line's defaults */
     if (opt) o = *opt;
     int32_t nums[2] = {o.max_context_len, o.max_seq_len};
     h = base_fnv1a(h, nums, sizeof nums);
     h = base_fnv1a(h, o.dtype ? o.dtype : "-", strlen(o.dtype ? o.dtype : "-") + 1);
     h = base_fnv1a(h, o.chat_template ? o.chat_template : "-", strlen(o.chat_template ? o.chat_template : "-") + 1);
     h = base_fnv1a(h, o.kv_type ? o.kv_type : "-", strlen(o.kv_type ? o.kv_type : "-") + 1);
+    h = base_fnv1a(h, o.activations ? o.activations : "int8", strlen(o.activations ? o.activations : "int8") + 1);
     etch_status rc = kind == 1 ? (h = key_file(h, abs, &st), ETCH_OK) : key_folder(&h, abs, err);
     if (rc) return rc;
 

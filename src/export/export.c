@@ -13,6 +13,9 @@
 #include <string.h>
 
 #define DEFAULT_MAX_SEQ_LEN 128
+/* A GGUF's activations by default: int8 per 32 values, as llama.cpp rounds them for its 32-value
+ * block types (per 256 for the K-quants: 32 is finer, and every GGUF group, 32 or Q6_K's 16, divides it). */
+#define EXPORT_ACT_GROUP 32
 
 static uint32_t fmt_of(int kern_type) {
     return kern_type == KERN_F32 ? FMT_DT_F32 : kern_type == KERN_F16 ? FMT_DT_F16 : FMT_DT_BF16;
@@ -98,7 +101,7 @@ static etch_status repack_gguf(const imp_tensor *t, void **q, void **scales, voi
 }
 
 etch_status imp_export(const imp_model *m, const char *out_path, const etch_export_options *opt, etch_error *err) {
-    etch_export_options o = {0, 0, NULL, NULL, NULL, NULL, NULL};
+    etch_export_options o = {0, 0, NULL, NULL, NULL, NULL, NULL, NULL};
     if (opt) o = *opt;
     /* A negative context means "the model's, at most -N" (the command line's default for large models). */
     if (o.max_context_len < -(1 << 20) || o.max_context_len > (1 << 20))
@@ -116,6 +119,11 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     else if (strcmp(dtype, "f16") == 0) wtype = KERN_F16;
     else if (strcmp(dtype, "bf16") == 0) wtype = KERN_BF16;
     else return base_fail(err, ETCH_ERR_ARG, "dtype '%s' is not one of f32, f16, bf16", dtype);
+    if (o.activations && strcmp(o.activations, "int8") && strcmp(o.activations, "f32"))
+        return base_fail(err, ETCH_ERR_ARG, "activations '%s' is not one of int8, f32", o.activations);
+    if (o.activations && !strcmp(o.activations, "int8") && o.dtype)
+        return base_fail(err, ETCH_ERR_ARG, "int8 activations go with a GGUF's block types kept as they are: drop the "
+                         "dtype '%s' (it dequantizes them) or ask for f32 activations", o.dtype);
     if (o.kv_type && kern_kv_type_of(o.kv_type) < 0)
         return base_fail(err, ETCH_ERR_ARG, "kv_type '%s' is not one of f32, f16, q8", o.kv_type);
     if (!strcmp(m->chat_template, "?") && !o.chat_template)
@@ -223,10 +231,15 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
     fmt_put_i32(w, "tokenizer.match_added", m->tok_match_added);
     fmt_put_i32(w, "tokenizer.nfc", m->tok_nfc);
     if (m->tok_pretok) fmt_put_str(w, "tokenizer.pretok", m->tok_pretok);
-    /* GGUF's block-type matrices stay as they are (repacked, exact) unless a dtype was asked for. */
+    /* GGUF's block-type matrices stay as they are (repacked, exact) unless a dtype was asked for; by
+     * default in the integer-dot layout, their inputs rounded to int8 per EXPORT_ACT_GROUP values at
+     * run time as llama.cpp rounds them (docs/DESIGN.md, "A GGUF's defaults"); with f32 activations,
+     * weight-only. The lookup table converts too when the output layer reads it (tied). */
     int keep_quant = !o.dtype, kept = 0;
     for (int32_t i = 0; i < m->n_tensors; i++) kept |= keep_quant && m->tensors[i].matrix && imp_int_group(m->tensors[i].src_type);
+    int int8 = kept && !(o.activations && !strcmp(o.activations, "f32"));
     if (kept) fmt_put_str(w, "quant.scheme", "gguf");
+    if (int8) fmt_put_i32(w, "quant.act_group", EXPORT_ACT_GROUP);
     /* Weights, converted once: matrices to the program's dtype, norms and biases to f32. */
     for (int32_t i = 0; i < m->n_tensors; i++) {
         const imp_tensor *t = &m->tensors[i];
@@ -242,7 +255,20 @@ etch_status imp_export(const imp_model *m, const char *out_path, const etch_expo
                 break;
             }
             sdims[0] = dims[0];
-            fmt_add_tensor(w, t->name, gguf_4bit(t->src_type) ? FMT_DT_Q4 : FMT_DT_Q8, 2, dims, conv[i]);
+            int q4 = gguf_4bit(t->src_type), fdt = q4 ? FMT_DT_Q4 : FMT_DT_Q8;
+            if (int8 && (strcmp(t->name, "token_embd.weight") || m->tied_embeddings)) {
+                size_t bytes = q4 ? (size_t)dims[0] * dims[1] / 2 : (size_t)dims[0] * dims[1];
+                void *idot = base_malloc(bytes);
+                if (!idot) {
+                    st = base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the integer-dot tensor '%s'", t->name);
+                    break;
+                }
+                kern_to_int_dot(idot, conv[i], q4 ? KERN_Q4 : KERN_Q8, (int)dims[0], (int)dims[1]);
+                base_free(conv[i]);
+                conv[i] = idot;
+                fdt = q4 ? FMT_DT_I4 : FMT_DT_I8;
+            }
+            fmt_add_tensor(w, t->name, fdt, 2, dims, conv[i]);
             rt_add_scales(w, t->name, sub ? KERN_SCALE_S8 : KERN_F16, sub, sdims, *scales, *mins, d_at);
             if (o.progress) o.progress(o.progress_user, "exporting", (int64_t)i + 1, m->n_tensors);
             continue;

@@ -149,7 +149,8 @@ typedef struct kern_qx {
 /* Quantizes x[n, k] (k even): per row (qx->group 0) or per group of qx->group values of a row, with
  * scale max|x|/127 and zero point 0 (values -127..127) when stat is NULL, else (per row only) with
  * stat[0] as the scale and stat[1] as the zero point (values clamped to -128..127). Rounds to
- * nearest, halves away from zero. */
+ * nearest, halves away from zero. A group's scale is then stored rounded to f16, as GGML's Q8_0
+ * block stores it (one f32 can't hold stays f32), so a GGUF multiplies llama.cpp's own activations. */
 /* With groups: row r's input scale over the weights' group g (groups of wgroup values). Equal groups,
  * the usual case, take no division (the kernels ask once per row and group). */
 static inline float kern_qx_scale(const kern_qx *x, int wgroup, int r, int g) {

@@ -50,6 +50,14 @@ static float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo
     return *zero = 0, *lo = -127, amax / 127.0f;
 }
 
+/* A group's input scale as GGML's Q8_0 block stores it: rounded to f16 after the values were rounded
+ * with the f32 one, so a GGUF's products take llama.cpp's own activations (docs/DESIGN.md, "A GGUF's
+ * defaults"). A scale f16 cannot hold (past 65504, or below its smallest subnormal) stays f32. */
+static float act_scale_f16(float s) {
+    float h = kern_f16_to_f32(kern_f32_to_f16(s));
+    return isfinite(h) && (h > 0.0f || s == 0.0f) ? h : s;
+}
+
 void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
                           qx_values_fn values) {
     /* a row is one group (its scale at [r]) or groups of qx->group (at [r, g]), quantized in order,
@@ -64,7 +72,7 @@ void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float
         for (int g = 0; g < ng; g++) {
             int b = g * G, len = (b + G < k ? b + G : k) - b;
             float s = qx_params(st, st ? 0.0f : amax_of(xr + b, len), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
-            qx->scale[(size_t)r * ng + g] = s;
+            qx->scale[(size_t)r * ng + g] = qx->group ? act_scale_f16(s) : s;
             values(qx->pairs + (size_t)r * half + b / 2, qx->bytes + (size_t)r * half + b / 2, ps + b / 2, xr + b, len,
                    inv, zero, lo);
         }

@@ -186,8 +186,12 @@ static etch_status quantize_matrix(const fmt_file *f, const fmt_tensor *t, const
     if (as_is) return repack_matrix(f, t, ts, wtype, group, out, err);
     if (!q_in && t->dtype != FMT_DT_F32 && t->dtype != FMT_DT_F16 && t->dtype != FMT_DT_BF16)
         return base_fail(err, ETCH_ERR_UNSUPPORTED,
-                         "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)", t->name,
-                         fmt_dtype_name(t->dtype));
+                         "tensor '%s' is already %s: quantize a program with float weights (f32, f16, bf16)%s", t->name,
+                         fmt_dtype_name(t->dtype),
+                         t->dtype == FMT_DT_I8 || t->dtype == FMT_DT_I4
+                             ? ", or a GGUF exported with --activations f32 (by default its matrices are already laid "
+                               "out for int8 activations)"
+                             : "");
     if (t->dims[0] > (1u << 24) || t->dims[1] > (1u << 24) || t->dims[0] * t->dims[1] > ((uint64_t)1 << 34))
         return base_fail(err, ETCH_ERR_UNSUPPORTED, "tensor '%s' is too large to quantize", t->name);
     int d = (int)t->dims[0], k = (int)t->dims[1], int_dot = kern_is_int_dot(wtype);

@@ -4,7 +4,7 @@ usage: dequant.py ETCH GGUF KEPT.etch F32.etch
 
 Every matrix of the GGUF is dequantized by gguf-py (gguf.quants.dequantize, numpy) and compared bit
 for bit with two etch programs exported from it: F32.etch (`etch export --dtype f32`: etch's reader
-dequantized it) and KEPT.etch (the default export: the blocks repacked into etch's q8/q4 panels with
+dequantized it) and KEPT.etch (`etch export --activations f32`: the blocks repacked into etch's q8/q4 panels with
 their scales and, for Q4_1/Q5_1/Q4_K/Q5_K, mins), read back here as the kernels define a weight:
 value * scale, or u * scale + min with u the unsigned value. The tensor directory comes from
 `etch inspect`; the layouts are kernels.h's (panels of 16 rows, Q4's two rows per byte).
