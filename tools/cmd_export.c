@@ -29,7 +29,7 @@ static const char export_help[] =
     "                          for, which dequantizes them)\n"
     "  --activations int8|f32  a GGUF's quantized matrices (default int8): laid out for int8 dot\n"
     "                          products, activations rounded to int8 per 32 values at run time, as\n"
-    "                          llama.cpp rounds them (2-2.5x faster prefill); f32: weight-only with f32\n"
+    "                          llama.cpp rounds them (faster prefill); f32: weight-only with f32\n"
     "                          activations, the file's weights and arithmetic exactly\n"
     "  --chat-template NAME    chatml, qwen3, llama3, llama2 or none (default: recognized from the source)\n"
     "  --max-context-len N     KV-cache length (default: the model's context length, at most 4096 for\n"
