@@ -96,6 +96,15 @@ static INLINE __m512 scales16_z(const qscales *s, int panel, int g) {
 }
 #endif
 
+/* A quantized decode GEMV's prefetch of the weight line it reads now (at): into L1 1 KiB ahead and
+ * into L2 4 KiB ahead, for every line of every panel it streams. The L1 distance alone left the int8
+ * GEMVs, which consume a line in a few instructions, well short of the read bandwidth; the float
+ * GEMV, which reaches it without, keeps the L1 request alone (DESIGN.md, "Decode's prefetch"). */
+static INLINE void prefetch_weights(const void *at) {
+    _mm_prefetch((const char *)at + 1024, _MM_HINT_T0);
+    _mm_prefetch((const char *)at + 4096, _MM_HINT_T1);
+}
+
 /* A decode GEMV reads a group's 16 scales per panel (and its mins) once per group: streams of their
  * own beside the weights', which the hardware prefetcher serves late. The zmm weight-only GEMV, whose
  * 32-step groups outgrow the out-of-order window, then stalls on them at every group's end; it asks

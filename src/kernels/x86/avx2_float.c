@@ -132,10 +132,9 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) a[i] = _mm256_setzero_ps();
         for (int kk = b; kk < e; kk++) {
             __m256 xb = _mm256_broadcast_ss(x + kk);
-            if (!(kk & 3))
+            if (!(kk & 3)) /* Q8: a line per four steps (Q4: half a line) */
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    _mm_prefetch((const char *)m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes + 768,
-                                 _MM_HINT_T0);
+                    prefetch_weights(m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes);
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 __m256 w0, w1;
                 q_step(type, m, panel + p, kk, &w0, &w1);

@@ -45,9 +45,9 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
         for (int st = b; st < e; st++) {
             __m256i xv = _mm256_set1_epi32(xp[st]);
-            if (!(st & 1))
+            if (!(st & 1)) /* a line per two steps */
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes + 1024, _MM_HINT_T0);
+                    prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes);
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 __m256i lo, hi;
                 i_step(type, m->w, (size_t)(panel + p) * steps + (size_t)st, &lo, &hi);
@@ -81,9 +81,9 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm256_setzero_si256();
             for (int s2 = st; s2 < end; s2++) {
                 __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
-                if (!(s2 & 3))
+                if (!(s2 & 3)) /* a line per four steps */
                     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                        _mm_prefetch((const char *)m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16 + 1024, _MM_HINT_T0);
+                        prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
                     a[p] = _mm256_add_epi16(a[p], _mm256_maddubs_epi16(i4_bytes(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16), xv));
             }

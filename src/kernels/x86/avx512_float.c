@@ -313,7 +313,7 @@ static INLINE void zq4_steps8(__m512 a[4], const float *x, const uint8_t *q, siz
     const __mmask64 low_bytes = 0x1111111111111111ull;
     __m512i s[4];
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-        _mm_prefetch((const char *)q + p * pstride + 768, _MM_HINT_T0);
+        prefetch_weights(q + p * pstride);
         s[p] = _mm512_loadu_si512((const void *)(q + p * pstride));
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
@@ -358,7 +358,7 @@ static INLINE void zq_gemv4_of(int type, float *y, const float *x, const qmat *m
             for (; kk + 8 <= e; kk += 8, q += 8 * step) zq4_steps8(a, x + kk, q, pstride);
 #endif
         for (; kk + 4 <= e; kk += 4, q += 4 * step) { /* four steps per prefetch of each panel, no test */
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) _mm_prefetch((const char *)q + p * pstride + 768, _MM_HINT_T0);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) prefetch_weights(q + p * pstride);
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) zq_gemv_step(type, a, _mm512_set1_ps(x[kk + i]), q + i * step, pstride);
         }
         for (; kk < e; kk++, q += step) zq_gemv_step(type, a, _mm512_set1_ps(x[kk]), q, pstride);

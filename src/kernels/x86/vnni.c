@@ -456,10 +456,7 @@ static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
 }
 
 /* y[o] for the P panels (1..4) from panel p0 on: P streams of weights at a time, as i8_gemv4, two
- * int32 chains per panel; the last panel's cols outputs through a mask. Every line of the weights
- * is asked for twice ahead of its step: into L1 1 KiB ahead and into L2 4 KiB ahead. The L1 distance
- * alone left the int8 GEMV, which reads a line per two quads, well short of the read bandwidth
- * (DESIGN.md, "Decode's prefetch"). */
+ * int32 chains per panel; the last panel's cols outputs through a mask. */
 static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
     const uint16_t *xb = x->bytes;
     int unit = i_unit(type, m, 1);
@@ -478,10 +475,8 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
             memcpy(&q1, xb + st + 2, sizeof q1);
             __m512i x0 = _mm512_set1_epi32(q0), x1 = _mm512_set1_epi32(q1);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
-                _Pragma("GCC unroll 2") for (size_t l = 0; l < 4 * bytes; l += 64) { /* I8: two lines, I4: one */
-                    _mm_prefetch((const char *)wp[p] + (size_t)st * bytes + l + 1024, _MM_HINT_T0);
-                    _mm_prefetch((const char *)wp[p] + (size_t)st * bytes + l + 4096, _MM_HINT_T1);
-                }
+                _Pragma("GCC unroll 2") for (size_t l = 0; l < 4 * bytes; l += 64) /* I8: two lines, I4: one */
+                    prefetch_weights(wp[p] + (size_t)st * bytes + l);
                 d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 0), x0);
                 d2[p] = dpbusd_reg(d2[p], z_quad(type, wp[p], st + 2, 0), x1);
             }
