@@ -320,6 +320,9 @@ check "bench csv: the n_gen column" test "$(cut -d, -f2 "$WORK/bench.csv" | tr '
 "$ETCH" bench "$P" -p 16 -n 4 -t 1 -r 1 --no-roofline -o json >"$WORK/bench-arr.json"
 check "bench -o json: an array" test "$("$JSONQ" "$WORK/bench-arr.json" 0.n_gen)" = 4
 check "bench --no-roofline: no peak" test "$("$JSONQ" "$WORK/bench-arr.json" 0.fma_peak_gflops)" = null
+"$ETCH" bench --roofline -t 1 >"$WORK/roof.txt" && "$ETCH" bench --roofline >>"$WORK/roof.txt"
+check "bench --roofline: the threads it measured with, named (not 0 for the default)" \
+  test "$(cut -d: -f1 "$WORK/roof.txt" | tr '\n' '|')" = "machine, 1 thread|machine, one thread per physical core|"
 expect_error 2 "-n expects up to 16 comma-separated integers" -- "$ETCH" bench "$P" -n 16abc
 expect_error 2 "-r expects an integer in 1..1000, got '1x'" -- "$ETCH" bench "$P" -r 1x
 expect_error 2 "-o expects md, csv, json or jsonl" -- "$ETCH" bench "$P" -o xml

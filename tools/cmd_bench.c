@@ -233,8 +233,9 @@ int cmd_bench(int argc, char **argv) {
         for (int ti = 0; ti < n_threads; ti++) {
             double peak, bw;
             if (etch_roofline(threads[ti], &peak, &bw, &err) != ETCH_OK) return cli_fail(err.message);
-            printf("machine, %d thread%s: FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n", threads[ti],
-                   threads[ti] == 1 ? "" : "s", peak, bw);
+            if (threads[ti] == 0) printf("machine, one thread per physical core"); /* -t not given */
+            else printf("machine, %d thread%s", threads[ti], threads[ti] == 1 ? "" : "s");
+            printf(": FMA peak %.1f GFLOP/s, read bandwidth %.1f GB/s\n", peak, bw);
         }
         return 0;
     }
