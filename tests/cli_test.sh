@@ -329,6 +329,18 @@ expect_error 2 "-o expects md, csv, json or jsonl" -- "$ETCH" bench "$P" -o xml
 "$ETCH" bench "$P" -p 16 -n 4 -r 1 >"$WORK/bench.md"
 check "bench: no '0 thread(s)' without -t" test "$(grep -c '0 thread' "$WORK/bench.md")" -eq 0
 check "bench: the table's header" grep -q "^| threads | prompt | gen | prefill tok/s" "$WORK/bench.md"
+# The ceiling of seq/batched puts sequential prefill at the read bandwidth against batched at the FMA
+# peak, so ceiling x bandwidth / peak is the bytes the sequential calls read per flop of the batched
+# one: 4 / 2 for f32 weights, a little more for the norms, a little less for attention's flops.
+"$ETCH" bench "$P" -p 16 -n 4 -t 1 -r 1 --no-sequential -o json >"$WORK/bench-ceil.json"
+bpf=$(awk -v c="$("$JSONQ" "$WORK/bench-ceil.json" 0.ttft_ratio_ceiling)" -v bw="$("$JSONQ" "$WORK/bench-ceil.json" 0.read_bw_gbps)" \
+  -v pk="$("$JSONQ" "$WORK/bench-ceil.json" 0.fma_peak_gflops)" 'BEGIN { printf "%.3f", c * bw / pk }')
+check "bench: the ceiling of seq/batched, 2 bytes per flop for f32 weights (got $bpf)" awk "BEGIN { exit !($bpf > 1.9 && $bpf < 2.05) }"
+check "bench: the ceiling in the table" grep -q "| seq/batched | ceiling |" "$WORK/bench.md"
+check "bench --no-roofline: no ceiling" test "$("$JSONQ" "$WORK/bench-arr.json" 0.ttft_ratio_ceiling)" = null
+"$ETCH" bench "$WORK/q8-8da8w.etch" -p 16 -n 4 -t 1 -r 1 --no-sequential -o json >"$WORK/bench-int.json"
+check "bench: no ceiling where int8 activations carry prefill past the FMA peak" \
+  test "$("$JSONQ" "$WORK/bench-int.json" 0.ttft_ratio_ceiling)" = null
 expect_error 2 "--ctx expects an integer" -- "$ETCH" eval "$P" --text "$WORK/prompt.txt" --ctx 1
 expect_error 2 "etch eval: unknown option" -- "$ETCH" eval "$P" --bogus
 

@@ -1,6 +1,7 @@
 /* etch bench: a llama-bench-like table of medians for a program: prefill and decode tokens/s, time
- * to first token with batched and with sequential prefill, achieved GFLOP/s and GB/s as fractions
- * of the machine's measured peaks, load time (cold and warm page cache), peak RSS.
+ * to first token with batched and with sequential prefill (and the most their ratio can be here),
+ * achieved GFLOP/s and GB/s as fractions of the machine's measured peaks, load time (cold and warm page
+ * cache), peak RSS.
  * A program that prints figures; nothing here is a test. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
@@ -15,21 +16,42 @@
 #include <unistd.h>
 
 
-/* Bytes of weights one decode step reads: every tensor of the program (with scales, quantized or
- * not) but the embedding table, of which it reads one row, unless the output layer is tied to it. */
-static double decode_weight_bytes(const etch_program *p) {
+/* The weights a forward call reads, from the program's tensors (scales and mins included). */
+typedef struct weight_reads {
+    double decode;  /* one decode step: every tensor but the embedding table, of which it reads one row,
+                     * unless the output layer is tied to it */
+    double head;    /* of those, the classifier's (the table when tied) */
+    int integer;    /* some matrix multiplies int8 activations (i8, i4): prefill is not bound by the FMAs */
+} weight_reads;
+
+static weight_reads program_weight_reads(const etch_program *p) {
     etch_program_info info;
     etch_program_info_get(p, &info);
-    double total = 0, table = 0;
-    int tied = 1;
+    double total = 0, table = 0, output = 0;
+    int tied = 1, integer = 0;
     for (int32_t i = 0; i < info.n_tensors; i++) {
         etch_tensor_info t;
         if (etch_program_tensor(p, i, &t) != ETCH_OK) continue;
         total += (double)t.nbytes;
         if (!strncmp(t.name, "token_embd.weight", 17)) table += (double)t.nbytes; /* the table and its .scale */
+        if (!strncmp(t.name, "output.weight", 13)) output += (double)t.nbytes;
         if (!strcmp(t.name, "output.weight")) tied = 0;
+        integer |= !strcmp(t.dtype, "i8") || !strcmp(t.dtype, "i4");
     }
-    return tied ? total : total - table;
+    return (weight_reads){tied ? total : total - table, tied ? table : output, integer};
+}
+
+/* ttft_ceiling: the most that time to first token with sequential prefill can exceed it with batched
+ * prefill on this machine. Sequential prefill at best reads the weights at the read bandwidth once per
+ * token (the classifier only for the last) and each earlier position's K/V rows; batched prefill at
+ * best runs its multiply-adds (flops = 2 x those) at the FMA peak. For 16-bit weights this is about
+ * peak x 2 bytes / (2 x bandwidth). 0 (unknown) without the peaks, or where int8 activations carry
+ * prefill past the FMA peak. */
+static double ttft_ceiling(weight_reads w, int n_prompt, double seq_kv_bytes, double flops, double peak_gflops,
+                           double read_gbps) {
+    if (w.integer || peak_gflops <= 0 || read_gbps <= 0 || flops <= 0) return 0;
+    double seq_bytes = n_prompt * (w.decode - w.head) + w.head + seq_kv_bytes;
+    return (seq_bytes / read_gbps) / (flops / peak_gflops);
 }
 
 static const char bench_help[] =
@@ -37,7 +59,9 @@ static const char bench_help[] =
     "\n"
     "Runs each (prompt length, generated tokens, threads) case r times after a warm-up, alternating\n"
     "batched and sequential prefill, and prints medians: prompt tokens/s (batched), decode tokens/s,\n"
-    "time to first token with batched and with sequential prefill, and with batched prefill in a session\n"
+    "time to first token with batched and with sequential prefill, their ratio beside its ceiling on this\n"
+    "machine (sequential reading the weights at the read bandwidth, batched at the FMA peak; float and\n"
+    "weight-only programs), and with batched prefill in a session\n"
     "made for it (its threads and first KV pages included, as `etch run` pays them), achieved GFLOP/s in prefill and GB/s\n"
     "in decode as fractions of the machine's FMA peak and read bandwidth (measured here first, about\n"
     "half a second per thread count), load time with a cold and a warm page cache, and peak RSS. The\n"
@@ -126,13 +150,15 @@ typedef struct bench_row {
     double kv_cache_mb, kv_cache_full_mb;
     const char *kv_type;
     double ttft_new_session_ms; /* new_session_ttft */
+    double ttft_ceiling;        /* the most seq/batched can be on this machine (ttft_ceiling); 0: unknown */
 } bench_row;
 
 enum { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL };
 
 static const char *const csv_cols =
     "n_prompt,n_gen,threads,reps,prefill_tok_s,decode_tok_s,ttft_batched_ms,ttft_sequential_ms,load_ms,load_cold_ms,"
-    "peak_rss_mb,prefill_gflops,fma_peak_gflops,decode_gbps,read_bw_gbps,kv_cache_mb,kv_cache_full_mb,ttft_new_session_ms";
+    "peak_rss_mb,prefill_gflops,fma_peak_gflops,decode_gbps,read_bw_gbps,kv_cache_mb,kv_cache_full_mb,ttft_new_session_ms,"
+    "ttft_ratio_ceiling";
 
 /* A fraction of a measured peak, or "-" when the peak was not measured; decode past 100% of the read
  * bandwidth means the weights were served from cache (a model that fits it), marked with "*". */
@@ -142,36 +168,39 @@ static void of_peak(char *buf, size_t cap, double v, double peak) {
 }
 
 static void print_row(const bench_row *r, int format, int first) {
-    char seq[32] = "null", pk[32] = "null", bw[32] = "null";
+    char seq[32] = "null", pk[32] = "null", bw[32] = "null", ceil[32] = "null";
     if (r->ttft_sequential_ms >= 0) snprintf(seq, sizeof seq, "%.2f", r->ttft_sequential_ms);
     if (r->fma_peak_gflops > 0) snprintf(pk, sizeof pk, "%.1f", r->fma_peak_gflops);
     if (r->read_bw_gbps > 0) snprintf(bw, sizeof bw, "%.2f", r->read_bw_gbps);
+    if (r->ttft_ceiling > 0) snprintf(ceil, sizeof ceil, "%.2f", r->ttft_ceiling);
     if (format == OUT_MD) {
-        char s1[32] = "-", s2[32] = "-", g[48], d[48];
+        char s1[32] = "-", s2[32] = "-", c[32] = "-", g[48], d[48];
         if (r->ttft_sequential_ms >= 0) {
             snprintf(s1, sizeof s1, "%.1f", r->ttft_sequential_ms);
             snprintf(s2, sizeof s2, "%.1fx", r->ttft_sequential_ms / r->ttft_batched_ms);
         }
+        if (r->ttft_ceiling > 0) snprintf(c, sizeof c, "%.1fx", r->ttft_ceiling);
         of_peak(g, sizeof g, r->prefill_gflops, r->fma_peak_gflops);
         of_peak(d, sizeof d, r->decode_gbps, r->read_bw_gbps);
-        printf("| %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %s | %s | %s | %s | %.0f |\n", r->threads, r->n_prompt,
-               r->n_gen, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, r->ttft_new_session_ms, s1, s2, g, d,
-               r->peak_rss_mb);
+        printf("| %d | %d | %d | %.1f | %.2f | %.1f | %.1f | %s | %s | %s | %s | %s | %.0f |\n", r->threads,
+               r->n_prompt, r->n_gen, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, r->ttft_new_session_ms, s1,
+               s2, c, g, d, r->peak_rss_mb);
     } else if (format == OUT_CSV) {
-        printf("%d,%d,%d,%d,%.2f,%.2f,%.2f,%s,%.2f,%.2f,%.1f,%.1f,%s,%.2f,%s,%.2f,%.2f,%.2f\n", r->n_prompt, r->n_gen,
+        printf("%d,%d,%d,%d,%.2f,%.2f,%.2f,%s,%.2f,%.2f,%.1f,%.1f,%s,%.2f,%s,%.2f,%.2f,%.2f,%s\n", r->n_prompt, r->n_gen,
                r->threads, r->reps, r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms,
                r->ttft_sequential_ms >= 0 ? seq : "", r->load_ms, r->load_cold_ms, r->peak_rss_mb, r->prefill_gflops,
                r->fma_peak_gflops > 0 ? pk : "", r->decode_gbps, r->read_bw_gbps > 0 ? bw : "", r->kv_cache_mb,
-               r->kv_cache_full_mb, r->ttft_new_session_ms);
+               r->kv_cache_full_mb, r->ttft_new_session_ms, r->ttft_ceiling > 0 ? ceil : "");
     } else {
         printf("%s{\"n_prompt\": %d, \"n_gen\": %d, \"threads\": %d, \"prefill_tok_s\": %.2f, \"decode_tok_s\": %.2f, "
                "\"ttft_batched_ms\": %.2f, \"ttft_sequential_ms\": %s, \"ttft_new_session_ms\": %.2f, "
+               "\"ttft_ratio_ceiling\": %s, "
                "\"load_ms\": %.2f, \"load_cold_ms\": %.2f, "
                "\"peak_rss_mb\": %.1f, \"prefill_gflops\": %.1f, \"fma_peak_gflops\": %s, \"decode_gbps\": %.2f, "
                "\"read_bw_gbps\": %s, \"kv_cache_mb\": %.2f, \"kv_cache_full_mb\": %.2f, \"kv_type\": \"%s\", "
                "\"reps\": %d}%s",
                format == OUT_JSON ? (first ? "[\n  " : ",\n  ") : "", r->n_prompt, r->n_gen, r->threads,
-               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->ttft_new_session_ms, r->load_ms,
+               r->prefill_tok_s, r->decode_tok_s, r->ttft_batched_ms, seq, r->ttft_new_session_ms, ceil, r->load_ms,
                r->load_cold_ms, r->peak_rss_mb,
                r->prefill_gflops, pk, r->decode_gbps, bw, r->kv_cache_mb, r->kv_cache_full_mb, r->kv_type, r->reps,
                format == OUT_JSONL ? "\n" : "");
@@ -262,7 +291,7 @@ int cmd_bench(int argc, char **argv) {
     double q_dim = (double)m->n_heads * m->head_dim, kv_dim = (double)m->n_kv_heads * m->head_dim;
     double layer_macs = m->dim * (q_dim + 2 * kv_dim) + q_dim * m->dim + 3.0 * m->dim * m->hidden_dim;
     double body_macs = m->n_layers * layer_macs, head_macs = (double)m->vocab_size * m->dim;
-    double weight_bytes = decode_weight_bytes(p);
+    weight_reads wr = program_weight_reads(p);
 
     /* Real text as the prompt: enough of it for the longest case. */
     int max_p = 0, max_g = 0;
@@ -343,8 +372,8 @@ int cmd_bench(int argc, char **argv) {
                                  nt == 1 ? "" : "s", peak, bw);
             if (threads[ti] > nt) printf("(%d threads asked: this machine has %d processors online)\n", threads[ti], nt);
             printf("\n| threads | prompt | gen | prefill tok/s | decode tok/s | TTFT batched ms | TTFT new session ms "
-                   "| TTFT sequential ms | seq/batched | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
-            printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+                   "| TTFT sequential ms | seq/batched | ceiling | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | peak RSS MB |\n");
+            printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
         }
         cli_interrupt_watch(s, NULL);
         for (int pi = 0; pi < n_prompts && ok && !cli_interrupted(); pi++)
@@ -386,17 +415,19 @@ int cmd_bench(int argc, char **argv) {
                 double mtn = median(tn, reps);
                 /* Prefill work: the matrices for every token, attention over the causal triangle, the
                  * classifier once. Decode traffic: every weight byte plus the K/V rows read. */
-                double att_macs = 0, kv_bytes = 0;
+                double att_macs = 0, kv_bytes = 0, seq_kv_bytes = 0;
                 for (int l = 0; l < m->n_layers; l++) { /* a windowed layer's query sees at most its window */
                     double w = m->layer_window[l] ? m->layer_window[l] : 1e18, keys = 0, mid = np + n_gen / 2.0;
                     for (int q = 1; q <= np; q++) keys += q < w ? q : w;
                     att_macs += q_dim * 2.0 * keys;
+                    seq_kv_bytes += 2.0 * keys * kv_dim * kv_value_bytes(kv_type, m->head_dim);
                     kv_bytes += 2.0 * (mid < w ? mid : w) * kv_dim * kv_value_bytes(kv_type, m->head_dim);
                 }
+                double flops = 2.0 * (np * body_macs + att_macs + head_macs);
                 bench_row row = {np, n_gen, nt, reps, mp, md, mtb, sequential ? mts : -1, load_warm, load_cold, peak_rss,
-                                 2.0 * (np * body_macs + att_macs + head_macs) / (np / mp) / 1e9,
-                                 (weight_bytes + kv_bytes) * md / 1e9, peak, bw, kv_scale * m->kv_cache_bytes / 1048576.0,
-                                 kv_scale * m->kv_cache_full_bytes / 1048576.0, kv_type, mtn};
+                                 flops / (np / mp) / 1e9, (wr.decode + kv_bytes) * md / 1e9, peak, bw,
+                                 kv_scale * m->kv_cache_bytes / 1048576.0, kv_scale * m->kv_cache_full_bytes / 1048576.0,
+                                 kv_type, mtn, ttft_ceiling(wr, np, seq_kv_bytes, flops, peak, bw)};
                 over_bw |= bw > 0 && row.decode_gbps > bw;
                 print_row(&row, format, rows++ == 0);
             }
@@ -408,7 +439,7 @@ int cmd_bench(int argc, char **argv) {
     if (format == OUT_JSON) printf(rows ? "\n]\n" : "[]\n");
     if (format == OUT_MD && over_bw)
         printf("\n* decode above the measured read bandwidth: the weights (%.1f MB) were read from the CPU's caches, "
-               "not from memory\n", weight_bytes / 1e6);
+               "not from memory\n", wr.decode / 1e6);
     fflush(stdout);
     free(pf), free(dc), free(tb), free(ts), free(tn), free(logits);
     etch_free(ids);
