@@ -100,9 +100,13 @@ static INLINE __m512 scales16_z(const qscales *s, int panel, int g) {
  * into L2 4 KiB ahead, for every line of every panel it streams. The L1 distance alone left the int8
  * GEMVs, which consume a line in a few instructions, well short of the read bandwidth; the float
  * GEMV, which reaches it without, keeps the L1 request alone (DESIGN.md, "Decode's prefetch"). */
-static INLINE void prefetch_weights(const void *at) {
+static INLINE void prefetch_weights(const uint8_t *at, size_t off, size_t pstride) {
+    /* off: at's offset in its panel of pstride bytes. Every decode GEMV takes four consecutive panels
+     * per call, so within the panel's last 4 KiB the L2 request goes to the same offset in the next
+     * call's panel (four panels on): no stream would ask for the start of that panel otherwise. */
+    size_t far = off + 4096 < pstride ? 4096 : 4096 + 3 * pstride;
     _mm_prefetch((const char *)at + 1024, _MM_HINT_T0);
-    _mm_prefetch((const char *)at + 4096, _MM_HINT_T1);
+    _mm_prefetch((const char *)at + far, _MM_HINT_T1);
 }
 
 /* A decode GEMV reads a group's 16 scales per panel (and its mins) once per group: streams of their

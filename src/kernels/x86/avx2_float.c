@@ -134,7 +134,7 @@ static INLINE void q_gemv4(int type, float *y, const float *x, const qmat *m, in
             __m256 xb = _mm256_broadcast_ss(x + kk);
             if (!(kk & 3)) /* Q8: a line per four steps (Q4: half a line) */
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    prefetch_weights(m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes);
+                    prefetch_weights(m->q + (size_t)(panel + p) * pstride + (size_t)kk * m->step_bytes, (size_t)kk * m->step_bytes, pstride);
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 __m256 w0, w1;
                 q_step(type, m, panel + p, kk, &w0, &w1);

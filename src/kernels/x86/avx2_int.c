@@ -47,7 +47,7 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
             __m256i xv = _mm256_set1_epi32(xp[st]);
             if (!(st & 1)) /* a line per two steps */
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes);
+                    prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)st) * bytes, (size_t)st * bytes, steps * bytes);
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 __m256i lo, hi;
                 i_step(type, m->w, (size_t)(panel + p) * steps + (size_t)st, &lo, &hi);
@@ -83,7 +83,7 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
                 __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
                 if (!(s2 & 3)) /* a line per four steps */
                     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                        prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16);
+                        prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16, (size_t)s2 * 16, steps * 16);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
                     a[p] = _mm256_add_epi16(a[p], _mm256_maddubs_epi16(i4_bytes(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16), xv));
             }

@@ -305,15 +305,15 @@ static INLINE void zq_gemv_step(int type, __m512 a[4], __m512 xb, const uint8_t 
  * of panels one byte permute of two registers (vpermt2b, AVX512-VBMI) that puts panel p's 8 bytes in
  * the low bytes of lanes 0..7 and p + 1's in lanes 8..15, the rest zero: the register
  * zq_gemv_step's load-and-insert and widening build, in one shuffle instead of two, the same values
- * into the same FMAs in the same order. */
-static INLINE void zq4_steps8(__m512 a[4], const float *x, const uint8_t *q, size_t pstride) {
+ * into the same FMAs in the same order. off: the steps' offset in their panels of pstride bytes. */
+static INLINE void zq4_steps8(__m512 a[4], const float *x, const uint8_t *q, size_t off, size_t pstride) {
     const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     /* the index byte of lane j (its low byte): byte j of the first register, or 64 + byte j - 8 of the second */
     const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 64, 65, 66, 67, 68, 69, 70, 71);
     const __mmask64 low_bytes = 0x1111111111111111ull;
     __m512i s[4];
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-        prefetch_weights(q + p * pstride);
+        prefetch_weights(q + p * pstride, off, pstride);
         s[p] = _mm512_loadu_si512((const void *)(q + p * pstride));
     }
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
@@ -355,10 +355,10 @@ static INLINE void zq_gemv4_of(int type, float *y, const float *x, const qmat *m
         int kk = b;
 #ifdef ZQ_VBMI
         if (type == KERN_Q4)
-            for (; kk + 8 <= e; kk += 8, q += 8 * step) zq4_steps8(a, x + kk, q, pstride);
+            for (; kk + 8 <= e; kk += 8, q += 8 * step) zq4_steps8(a, x + kk, q, (size_t)kk * step, pstride);
 #endif
         for (; kk + 4 <= e; kk += 4, q += 4 * step) { /* four steps per prefetch of each panel, no test */
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) prefetch_weights(q + p * pstride);
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) prefetch_weights(q + p * pstride, (size_t)kk * step, pstride);
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) zq_gemv_step(type, a, _mm512_set1_ps(x[kk + i]), q + i * step, pstride);
         }
         for (; kk < e; kk++, q += step) zq_gemv_step(type, a, _mm512_set1_ps(x[kk]), q, pstride);

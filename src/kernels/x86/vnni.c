@@ -460,7 +460,7 @@ static INLINE __m512i z_quad(int type, const uint8_t *wp, int st, int half) {
 static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, int p0, int P, int cols) {
     const uint16_t *xb = x->bytes;
     int unit = i_unit(type, m, 1);
-    size_t bytes = type == KERN_I8 ? 32 : 16;
+    size_t bytes = type == KERN_I8 ? 32 : 16, pstride = (size_t)m->half * bytes; /* one panel */
     const uint8_t *wp[4];
     __m512 acc[4];
     _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) wp[p] = m->w + (size_t)(p0 + p) * m->half * bytes, acc[p] = _mm512_setzero_ps();
@@ -476,7 +476,7 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
             __m512i x0 = _mm512_set1_epi32(q0), x1 = _mm512_set1_epi32(q1);
             _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) {
                 _Pragma("GCC unroll 2") for (size_t l = 0; l < 4 * bytes; l += 64) /* I8: two lines, I4: one */
-                    prefetch_weights(wp[p] + (size_t)st * bytes + l);
+                    prefetch_weights(wp[p] + (size_t)st * bytes + l, (size_t)st * bytes + l, pstride);
                 d[p] = dpbusd_reg(d[p], z_quad(type, wp[p], st, 0), x0);
                 d2[p] = dpbusd_reg(d2[p], z_quad(type, wp[p], st + 2, 0), x1);
             }
