@@ -463,7 +463,7 @@ static INLINE void z_gemv(int type, float *y, const kern_qx *x, const imat *m, i
     size_t bytes = type == KERN_I8 ? 32 : 16, pstride = (size_t)m->half * bytes; /* one panel */
     const uint8_t *wp[4];
     __m512 acc[4];
-    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) wp[p] = m->w + (size_t)(p0 + p) * m->half * bytes, acc[p] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) wp[p] = m->w + (size_t)(p0 + p) * pstride, acc[p] = _mm512_setzero_ps();
     for (int g = 0; g < m->n_groups; g++) {
         int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2, st = b;
         __m512i d[4], d2[4];
