@@ -188,6 +188,15 @@ static double median(double *t, int n) {
     return t[n / 2];
 }
 
+/* The time of quantizing x[n, k] into qx (as its group asks), on this thread: a model does it once
+ * per site, on the calling thread in decode, while the other workers wait. */
+static double time_quantize(kern_qx *qx, const float *x, int n, int k) {
+    int reps = n == 1 ? 256 : 4;
+    double t0 = now();
+    for (int r = 0; r < reps; r++) kern_quantize_x(qx, x, n, k, NULL);
+    return (now() - t0) / reps;
+}
+
 int main(int argc, char **argv) {
     int d = 3072, k = 1024, rows = 128, passes = 7, threads = 1, want_copies = 0, bad = 0;
     for (int i = 1; i < argc; i++) {
@@ -240,6 +249,8 @@ int main(int argc, char **argv) {
     double *tp = must(malloc((size_t)N_TYPES * passes * sizeof *tp)), *td = must(malloc((size_t)N_TYPES * passes * sizeof *td));
     for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
     double *tb = must(malloc((size_t)passes * sizeof *tb)), *tf = must(malloc((size_t)passes * sizeof *tf));
+    kern_qx *qxs[4] = {&qx_one, &gx_one, &qx_all, &gx_all}; /* per row and per 32: one row, then ROWS rows */
+    double *tq = must(malloc((size_t)4 * passes * sizeof *tq));
     for (int p = -1; p < passes; p++) { /* pass -1 warms up, unmeasured */
         if (p >= 0 && etch_roofline(threads, &tf[p], &tb[p], &err) != ETCH_OK) {
             fprintf(stderr, "bench_kernels: %s\n", err.message);
@@ -250,6 +261,10 @@ int main(int argc, char **argv) {
             double a = time_call(pool, &b[t], copies[t], x, g ? &gx_all : &qx_all, y, rows, d, k);
             double c = time_call(pool, &b[t], copies[t], x, g ? &gx_one : &qx_one, y, 1, d, k);
             if (p >= 0) tp[t * passes + p] = a, td[t * passes + p] = c;
+        }
+        for (int q = 0; q < 4; q++) {
+            double t = time_quantize(qxs[q], x, q < 2 ? 1 : rows, k);
+            if (p >= 0) tq[q * passes + p] = t;
         }
     }
     double bw = median(tb, passes), peak = median(tf, passes);
@@ -269,7 +284,14 @@ int main(int argc, char **argv) {
         free_mat(&b[t]);
     }
     free(b), free(tp), free(td);
-    printf("\nThe integer-dot types' times leave out quantizing the activations (once per site in a model).\n");
+    printf("\nThe integer-dot types' times leave out quantizing the activations, once per site in a model (one thread):\n\n");
+    printf("| activations | 1 row: us (ns per value) | %d rows: us (ns per value) |\n|---|---|---|\n", rows);
+    for (int g = 0; g < 2; g++) {
+        double one = median(tq + g * passes, passes), all = median(tq + (2 + g) * passes, passes);
+        printf("| %s | %.2f (%.3f) | %.1f (%.3f) |\n", g ? "per 32 values" : "per row", one * 1e6, one * 1e9 / k, all * 1e6,
+               all * 1e9 / ((double)rows * k));
+    }
+    free(tq);
     base_pool_free(pool);
     free(src), free(x), free(y);
     qx_free(&qx_all), qx_free(&qx_one), qx_free(&gx_all), qx_free(&gx_one);

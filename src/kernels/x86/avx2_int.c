@@ -254,34 +254,41 @@ static float amax_avx2(const float *xr, int k) {
     __m256 m = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     int i = 0;
     for (; i + 8 <= k; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m); /* NaN: keeps m */
-    float t[8], amax = 0.0f;
-    _mm256_storeu_ps(t, m);
-    for (int j = 0; j < 8; j++) amax = t[j] > amax ? t[j] : amax;
+    /* the lanes' maximum in registers (m holds no NaN, and max is exact in any order) */
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    float amax = _mm_cvtss_f32(h);
     for (; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
     return amax;
 }
 
-/* Sixteen values at a time: the scalar quantizer's rounding in registers, then the int16 pairs, the
- * byte pairs and the prefix sums of pair sums (shifted adds in each lane, then the low lane's total
- * into the high one) stored straight from them; integer sums, so the same as the scalar ones. */
+/* Eight values rounded as the scalar quantizer rounds them (roundf's halves away from zero as
+ * truncation plus a step), shifted by the zero point and clamped, as int32. */
+static INLINE __m256i q8_values(const float *xr, __m256 vi, __m256 vz, __m256 vlo) {
+    const __m256 hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)),
+                 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr), vi);
+    __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
+    __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
+                                _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
+    f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
+    return _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(f, vlo), hi)); /* max(NaN, lo) is lo */
+}
+
+/* Sixteen values at a time: the int16 pairs, the byte pairs and the prefix sums of pair sums (shifted
+ * adds in each lane, then the low lane's total into the high one) stored straight from registers; the
+ * running sum stays in a register (its last lane broadcast), not a scalar taken out of one, which
+ * would put a lane extraction and a broadcast on the path from one step to the next. Integer sums,
+ * so the same as the scalar ones. */
 static void values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
     __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
-    __m256 hi = _mm256_set1_ps(127.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-    __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-    int32_t sum = ps[0];
+    __m256i sum = _mm256_set1_epi32(ps[0]);
     int i = 0;
     for (; i + 16 <= len; i += 16) {
-        __m256i q[2];
-        for (int h = 0; h < 2; h++) {
-            __m256 f = _mm256_mul_ps(_mm256_loadu_ps(xr + i + 8 * h), vi);
-            __m256 t = _mm256_round_ps(f, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), d = _mm256_sub_ps(f, t);
-            __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(d, abs), half, _CMP_GE_OQ),
-                                        _mm256_or_ps(_mm256_and_ps(f, sign), one)); /* +-1 where |d| >= 0.5 */
-            f = _mm256_add_ps(_mm256_add_ps(t, step), vz);
-            f = _mm256_min_ps(_mm256_max_ps(f, vlo), hi); /* max(NaN, lo) is lo */
-            q[h] = _mm256_cvttps_epi32(f);
-        }
-        __m256i v16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8); /* 16 int16 in order */
+        __m256i q0 = q8_values(xr + i, vi, vz, vlo), q1 = q8_values(xr + i + 8, vi, vz, vlo);
+        __m256i v16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8); /* 16 int16 in order */
         _mm256_storeu_si256((__m256i *)(pr + i / 2), v16);
         __m256i v8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(v16, v16), 0xD8);
         _mm_storeu_si128((__m128i *)(pb + i / 2), _mm256_castsi256_si128(v8));
@@ -290,9 +297,9 @@ static void values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr,
         s = _mm256_add_epi32(s, _mm256_slli_si256(s, 8));
         __m256i low_total = _mm256_shuffle_epi32(s, 0xFF);
         s = _mm256_add_epi32(s, _mm256_permute2x128_si256(low_total, low_total, 0x08));
-        s = _mm256_add_epi32(s, _mm256_set1_epi32(sum));
+        s = _mm256_add_epi32(s, sum);
         _mm256_storeu_si256((__m256i *)(ps + i / 2 + 1), s);
-        sum = _mm256_extract_epi32(s, 7);
+        sum = _mm256_permutevar8x32_epi32(s, _mm256_set1_epi32(7));
     }
     kern_values_ref(pr + i / 2, pb + i / 2, ps + i / 2, xr + i, len - i, inv, zero, lo);
 }
