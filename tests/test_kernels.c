@@ -440,7 +440,9 @@ static void test_rope(void) {
         for (int i = 0; i < N * H * D; i++) ref[i] = v[i];
         float freqs[D / 2];
         kern_rope_freqs(freqs, D, 10000.0f);
-        kern_rope(v, N, H, D, 7, freqs, style);
+        float cs[N * D];
+        kern_rope_table(cs, N, D, 7, freqs);
+        kern_rope(v, N, H, D, cs, style);
         for (int r = 0; r < N; r++)
             for (int h = 0; h < H; h++) rope_double(ref + (r * H + h) * D, D, 7 + r, 10000.0, style);
         double e = 0;
@@ -453,8 +455,10 @@ static void test_rope(void) {
     a[1] = b[1] = 1.0f;
     float fr[D / 2];
     kern_rope_freqs(fr, D, 10000.0f);
-    kern_rope(a, 1, 1, D, 3, fr, KERN_ROPE_ADJACENT);
-    kern_rope(b, 1, 1, D, 3, fr, KERN_ROPE_HALF);
+    float cs3[D];
+    kern_rope_table(cs3, 1, D, 3, fr);
+    kern_rope(a, 1, 1, D, cs3, KERN_ROPE_ADJACENT);
+    kern_rope(b, 1, 1, D, cs3, KERN_ROPE_HALF);
     /* Llama 3 scaling: short wavelengths kept, long ones divided by the factor, a blend between. */
     float l3[64];
     kern_rope_freqs(l3, 128, 500000.0f);

@@ -42,19 +42,35 @@ void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_fre
     }
 }
 
-void kern_rope(float *v, int n, int n_heads, int head_dim, int start_pos, const float *inv_freq, int style) {
+void kern_rope_table(float *cs, int n, int head_dim, int start_pos, const float *inv_freq) {
+    for (int r = 0; r < n; r++) {
+        float pos = (float)(start_pos + r), *row = cs + (size_t)r * head_dim;
+        for (int i = 0; i < head_dim / 2; i++) {
+            float a = pos * inv_freq[i];
+            row[2 * i] = cosf(a), row[2 * i + 1] = sinf(a);
+        }
+    }
+}
+
+void kern_rope(float *v, int n, int n_heads, int head_dim, const float *cs, int style) {
+    /* head by head, each over its contiguous values: the loops the compiler vectorizes */
     int half = head_dim / 2;
     for (int r = 0; r < n; r++) {
-        float pos = (float)(start_pos + r);
-        for (int i = 0; i < half; i++) {
-            float a = pos * inv_freq[i], c = cosf(a), s = sinf(a);
-            int i0 = style == KERN_ROPE_ADJACENT ? 2 * i : i;
-            int i1 = style == KERN_ROPE_ADJACENT ? 2 * i + 1 : i + half;
-            for (int h = 0; h < n_heads; h++) {
-                float *x = v + ((size_t)r * n_heads + h) * head_dim;
-                float x0 = x[i0], x1 = x[i1];
-                x[i0] = x0 * c - x1 * s;
-                x[i1] = x0 * s + x1 * c;
+        const float *row = cs + (size_t)r * head_dim;
+        for (int h = 0; h < n_heads; h++) {
+            float *x = v + ((size_t)r * n_heads + h) * head_dim;
+            if (style == KERN_ROPE_ADJACENT) {
+                for (int i = 0; i < half; i++) {
+                    float c = row[2 * i], s = row[2 * i + 1], x0 = x[2 * i], x1 = x[2 * i + 1];
+                    x[2 * i] = x0 * c - x1 * s;
+                    x[2 * i + 1] = x0 * s + x1 * c;
+                }
+            } else {
+                for (int i = 0; i < half; i++) {
+                    float c = row[2 * i], s = row[2 * i + 1], x0 = x[i], x1 = x[i + half];
+                    x[i] = x0 * c - x1 * s;
+                    x[i + half] = x0 * s + x1 * c;
+                }
             }
         }
     }

@@ -48,10 +48,12 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         {&s->hb, rows * c->hidden_dim},  {&s->hb2, rows * c->hidden_dim},
         {&s->scores, (size_t)n_threads * KERN_ATT_BLOCK * c->max_context_len},
         {&s->k_tmp, rows * kv_dim},      {&s->v_tmp, rows * kv_dim},
+        {&s->rope, rows * c->head_dim},  {&s->rope_local, c->inv_freq_local != c->inv_freq ? rows * c->head_dim : 0},
         {&s->k_scale, scales},           {&s->v_scale, scales},
         {&s->qx.scale, !c->int_dot ? 0 : c->act_group ? rows * (size_t)kern_q_groups((int)widest_in(c), c->act_group) : rows},
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        if (!plan[i].n) continue; /* not needed: stays NULL */
         *plan[i].p = base_calloc(plan[i].n, sizeof(float));
         if (!*plan[i].p) {
             model_state_free(s);
@@ -92,7 +94,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
 void model_state_free(model_state *s) {
     if (!s) return;
     base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
-    base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
+    base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->rope), base_free(s->rope_local), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
     base_free(s->k_scale), base_free(s->v_scale);
     base_free(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero), base_free(s->qx.psum), base_free(s->qx.bytes);
     memset(s, 0, sizeof *s);
@@ -220,7 +222,7 @@ typedef struct rows_job {
     const model_config *c;
     float *q, *k;              /* QK */
     int start_pos;             /* QK */
-    const float *inv_freq;     /* QK */
+    const float *rope;         /* QK: the chunk's turns, kern_rope_table's [n, head_dim] */
     const model_layer *L;      /* QK */
     kern_qx *qx;               /* QUANT */
 } rows_job;
@@ -241,8 +243,8 @@ static void rows_task(void *ctx, int i, int nw) {
             kern_rmsnorm(q, q, j->L->q_norm, (e - b) * c->n_heads, hd, c->norm_eps);
             kern_rmsnorm(k, k, j->L->k_norm, (e - b) * c->n_kv_heads, hd, c->norm_eps);
         }
-        kern_rope(q, e - b, c->n_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
-        kern_rope(k, e - b, c->n_kv_heads, hd, j->start_pos + b, j->inv_freq, c->rope_style);
+        kern_rope(q, e - b, c->n_heads, hd, j->rope + (size_t)b * hd, c->rope_style);
+        kern_rope(k, e - b, c->n_kv_heads, hd, j->rope + (size_t)b * hd, c->rope_style);
     } else {
         size_t half = (size_t)j->width / 2, scales = j->qx->group ? (size_t)j->qx->n_groups : 1;
         kern_qx v = {j->qx->pairs + b * half, j->qx->scale + b * scales, j->qx->zero + b, j->qx->bytes + b * half,
@@ -277,6 +279,9 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
     if (c->embd_scale != 1.0f)
         for (size_t i = 0; i < (size_t)n * dim; i++) s->x[i] *= c->embd_scale;
 
+    kern_rope_table(s->rope, n, hd, start_pos, c->inv_freq);
+    if (s->rope_local) kern_rope_table(s->rope_local, n, hd, start_pos, c->inv_freq_local);
+
     for (int l = 0; l < c->n_layers; l++) {
         const model_layer *L = &w->layers[l];
         const int rows = c->kv_rows[l], window = c->window[l];
@@ -284,7 +289,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         const kern_att_shape shape = {c->n_heads, c->n_kv_heads, hd, c->score_div, window, rows};
         /* k and v rows of the chunk, stored into the cache (head-major, converted) once RoPE is done */
         float *k_rows = s->k_tmp, *v_rows = s->v_tmp;
-        const float *inv_freq = window ? c->inv_freq_local : c->inv_freq;
+        const float *rope = window && s->rope_local ? s->rope_local : s->rope;
 
         /* attention: q, k, v for all n rows */
         rmsnorm_rows(pool, c, s->xb, s->x, L->attn_norm, n, dim);
@@ -299,7 +304,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
             add_bias(k_rows, L->bk, n, kv_dim);
             add_bias(v_rows, L->bv, n, kv_dim);
         }
-        rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, start_pos, inv_freq, L, NULL};
+        rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, start_pos, rope, L, NULL};
         run_rows(pool, &qk);
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};

@@ -82,6 +82,8 @@ typedef struct model_state {
     float *hb2;      /* [max_seq_len, hidden_dim] */
     float *scores;   /* [n_threads, 4, max_context_len]: attention scores, four query rows per worker */
     float *k_tmp, *v_tmp; /* [max_seq_len, kv_dim]: this chunk's keys and values before they are stored */
+    float *rope;     /* [max_seq_len, head_dim]: the chunk's RoPE turns (kern_rope_table) by inv_freq */
+    float *rope_local; /* the same by inv_freq_local, where windowed layers have their own; else NULL */
     int n_threads;
     int kv_type;     /* KERN_KV_F32, KERN_KV_F16 or KERN_KV_Q8 */
     void *k_cache;   /* values of kv_type: layer l's block [n_kv_heads, kv_rows[l], head_dim] (kern_kv) starts
