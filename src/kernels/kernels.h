@@ -210,8 +210,7 @@ void kern_rope_llama3(float *inv_freq, int head_dim, float factor, float low_fre
                       float original_context_len);
 /* The turns of n rows at positions start_pos + r, cs[n, head_dim]: cs[r, 2i] = cos(a) and
  * cs[r, 2i + 1] = sin(a), a = position * inv_freq[i], for i < head_dim / 2. A forward call makes it
- * once for all its layers' q and k: computed in every call of kern_rope, the sines and cosines cost
- * 1-2% of a prefill. */
+ * once for all its layers' q and k, which would otherwise each compute the same sines and cosines. */
 void kern_rope_table(float *cs, int n, int head_dim, int start_pos, const float *inv_freq);
 /* Rotates v[r, h*head_dim ...] for n rows by the turns of cs (kern_rope_table's rows for them), for
  * n_heads heads: ADJACENT rotates pairs (x[2i], x[2i+1]) (llama2.c, GGUF llama); HALF rotates

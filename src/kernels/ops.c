@@ -53,7 +53,7 @@ void kern_rope_table(float *cs, int n, int head_dim, int start_pos, const float 
 }
 
 void kern_rope(float *v, int n, int n_heads, int head_dim, const float *cs, int style) {
-    /* head by head, each over its contiguous values: the loops the compiler vectorizes */
+    /* head by head, each over its own contiguous values */
     int half = head_dim / 2;
     for (int r = 0; r < n; r++) {
         const float *row = cs + (size_t)r * head_dim;

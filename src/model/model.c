@@ -221,7 +221,6 @@ typedef struct rows_job {
     const float *x, *w; /* NORM: weights; QUANT: the static activation parameters or NULL */
     const model_config *c;
     float *q, *k;              /* QK */
-    int start_pos;             /* QK */
     const float *rope;         /* QK: the chunk's turns, kern_rope_table's [n, head_dim] */
     const model_layer *L;      /* QK */
     kern_qx *qx;               /* QUANT */
@@ -263,12 +262,12 @@ static void run_rows(base_pool *pool, rows_job *j) {
 
 static void quantize_rows(base_pool *pool, kern_qx *qx, const float *x, int n, int k, const float *act, int group) {
     qx->group = group, qx->n_groups = group ? kern_q_groups(k, group) : 0;
-    rows_job j = {ROWS_QUANT, n, k, NULL, x, act, NULL, NULL, NULL, 0, NULL, NULL, qx};
+    rows_job j = {ROWS_QUANT, n, k, NULL, x, act, NULL, NULL, NULL, NULL, NULL, qx};
     run_rows(pool, &j);
 }
 
 static void rmsnorm_rows(base_pool *pool, const model_config *c, float *out, const float *x, const float *w, int n, int dim) {
-    rows_job j = {ROWS_NORM, n, dim, out, x, w, c, NULL, NULL, 0, NULL, NULL, NULL};
+    rows_job j = {ROWS_NORM, n, dim, out, x, w, c, NULL, NULL, NULL, NULL, NULL};
     run_rows(pool, &j);
 }
 
@@ -304,7 +303,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
             add_bias(k_rows, L->bk, n, kv_dim);
             add_bias(v_rows, L->bv, n, kv_dim);
         }
-        rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, start_pos, rope, L, NULL};
+        rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, rope, L, NULL};
         run_rows(pool, &qk);
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};
