@@ -144,6 +144,11 @@ static void mm_group_task(void *ctx, int i, int nw) {
  * more than the work (stories260K's 64 x 64 layers). */
 #define MM_PARALLEL_MIN (1 << 18)
 
+/* Attention runs over the pool from this many bytes of cache read, however little arithmetic: a
+ * decode step's keys come from memory (the weights streamed through the caches since they were
+ * written), and one thread alone reads at a fraction of the machine's bandwidth. */
+#define ATT_PARALLEL_BYTES (1 << 14)
+
 /* One site: the observer sees x[n, k]; if an integer-dot matrix reads it, x is quantized to int8
  * once for all of them (per row, or with their static parameters: the loader made sure the
  * matrices of a site agree). w: the site's matrices, up to three. Returns what the jobs read. */
@@ -308,7 +313,8 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
-        if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN) att_task(&aj, 0, 1);
+        int64_t kv_bytes = keys * 2 * kv_dim * (int64_t)kern_kv_size(kv.type);
+        if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && kv_bytes < ATT_PARALLEL_BYTES) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
         qx = site_input(s, pool, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo, NULL, NULL);
         matmul(pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
