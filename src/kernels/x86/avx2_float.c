@@ -277,9 +277,11 @@ static INLINE void matmul_q(int type, const kern_q_hooks *hooks, float *y, int l
         return;
     }
     float *blk = sc->blk, *part = sc->part, *xsum = sc->xsum;
-    if (n == 1) { /* the sums of x once for every panel (a scalar chain per group), not once per four */
-        int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM;
-        for (int g = 0; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
+    if (n == 1) { /* the sums of x once for every panel, not once per four: the row's whole groups
+                   * as the rows of q4_xsums (eight chains at a time), a shorter last one alone */
+        int pre = q_need_xsum(type, &m) && n_groups <= Q_XSUM, whole = k / m.group;
+        if (pre) q4_xsums(x, whole, m.group, m.group, 1, xsum);
+        for (int g = whole; pre && g < n_groups; g++) xsum[g] = q4_xsum(x, g * m.group, group_end_at(g, m.group, k));
         for (; p_begin + 4 * KERN_PANEL <= oe; p_begin += 4 * KERN_PANEL)
             if (hooks && hooks->gemv4) hooks->gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
             else q_gemv4(type, y + p_begin, x, &m, p_begin / KERN_PANEL, pre ? xsum : NULL);
