@@ -313,8 +313,11 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
+        /* by bytes only where the work splits: under 8 rows att_task splits the KV heads, and with one
+         * (Gemma 3 270M) the other workers would only wait */
         int64_t kv_bytes = keys * 2 * kv_dim * (int64_t)kern_kv_size(kv.type);
-        if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && kv_bytes < ATT_PARALLEL_BYTES) att_task(&aj, 0, 1);
+        int by_bytes = kv_bytes >= ATT_PARALLEL_BYTES && (c->n_kv_heads > 1 || n >= 8);
+        if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && !by_bytes) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
         qx = site_input(s, pool, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo, NULL, NULL);
         matmul(pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
