@@ -129,15 +129,27 @@ static void mm_task(void *ctx, int i, int nw) {
 }
 
 /* Several matmuls over the same input in one parallel region (q, k, v; gate, up): one barrier
- * instead of one per matrix. Each worker takes its share of every matrix. */
+ * instead of one per matrix. Each worker takes its share of every matrix, the same output columns
+ * of each, so with `gated` it then applies the gate to its own columns, in the same region:
+ * j[0].y = act(j[1].y) * j[0].y (up and gate, [n, d] each). */
 typedef struct mm_group {
     mm_job j[3];
     int count;
+    int gated, act; /* act: MODEL_ACT_* */
 } mm_group;
 
 static void mm_group_task(void *ctx, int i, int nw) {
     const mm_group *g = ctx;
     for (int m = 0; m < g->count; m++) mm_task((void *)&g->j[m], i, nw);
+    if (!g->gated) return;
+    int b, e, d = g->j[0].d;
+    base_split(d, nw, i, KERN_PANEL, &b, &e);
+    for (int r = 0; r < g->j[0].n && b < e; r++) {
+        float *h = g->j[0].y + (size_t)r * d + b;
+        const float *gate = g->j[1].y + (size_t)r * d + b;
+        if (g->act == MODEL_ACT_GELU_TANH) kern_geglu(h, gate, (size_t)(e - b));
+        else kern_swiglu(h, gate, (size_t)(e - b));
+    }
 }
 
 /* Below this many multiply-adds a matmul runs on the calling thread: waking the pool would cost
@@ -199,21 +211,6 @@ static void att_task(void *ctx, int i, int nw) {
         kern_attention(j->s->xb + r * row, j->s->q + r * row, &j->kv, rows, j->start_pos + r, &j->shape, scores, 0,
                        n_kv);
     }
-}
-
-typedef struct gate_job {
-    float *h;
-    const float *g;
-    int n, act;
-} gate_job;
-
-static void gate_task(void *ctx, int i, int nw) {
-    const gate_job *j = ctx;
-    int b, e;
-    base_split(j->n, nw, i, 64, &b, &e);
-    if (b >= e) return;
-    if (j->act == MODEL_ACT_GELU_TANH) kern_geglu(j->h + b, j->g + b, (size_t)(e - b));
-    else kern_swiglu(j->h + b, j->g + b, (size_t)(e - b));
 }
 
 /* Row-wise work of a chunk, split over the pool's workers by rows: every row's result is the same
@@ -300,7 +297,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         const kern_qx *qx = site_input(s, pool, l, MODEL_SITE_QKV, s->xb, n, dim, &L->wq, &L->wk, &L->wv);
         mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim, qx},
                          {k_rows, s->xb, &L->wk, n, kv_dim, dim, qx},
-                         {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx}}, 3};
+                         {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx}}, 3, 0, 0};
         if ((int64_t)n * (q_dim + 2 * kv_dim) * dim < MM_PARALLEL_MIN) mm_group_task(&qkv, 0, 1);
         else base_pool_run(pool, mm_group_task, &qkv);
         if (c->qkv_bias) {
@@ -328,12 +325,9 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         rmsnorm_rows(pool, c, s->xb, s->x, L->ffn_norm, n, dim);
         qx = site_input(s, pool, l, MODEL_SITE_GATE_UP, s->xb, n, dim, &L->w_up, &L->w_gate, NULL);
         mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx},
-                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx}}, 2};
+                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx}}, 2, 1, c->act};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
         else base_pool_run(pool, mm_group_task, &ffn);
-        gate_job gj = {s->hb, s->hb2, n * c->hidden_dim, c->act};
-        if (n * c->hidden_dim < (1 << 14)) gate_task(&gj, 0, 1);
-        else base_pool_run(pool, gate_task, &gj);
         qx = site_input(s, pool, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down, NULL, NULL);
         matmul(pool, s->proj, s->hb, qx, &L->w_down, n, dim, c->hidden_dim);
         if (c->post_norms) rmsnorm_rows(pool, c, s->proj, s->proj, L->post_ffn_norm, n, dim);
