@@ -119,10 +119,14 @@ typedef struct mm_job {
     const kern_qx *qx; /* x as int8, for I8/I4 matrices */
 } mm_job;
 
+/* Worker i's output columns [*b, *e) of a matmul with d outputs: mm_task's share, which a gated
+ * mm_group's activation takes again. */
+static void mm_share(int d, int i, int nw, int *b, int *e) { base_split(d, nw, i, KERN_PANEL, b, e); }
+
 static void mm_task(void *ctx, int i, int nw) {
     const mm_job *j = ctx;
     int b, e;
-    base_split(j->d, nw, i, KERN_PANEL, &b, &e);
+    mm_share(j->d, i, nw, &b, &e);
     if (b >= e) return;
     if (kern_is_int_dot(j->w->type)) kern_matmul_i(j->y, j->d, j->qx, j->w, j->n, j->d, j->k, b, e);
     else kern_matmul(j->y, j->d, j->x, j->w, j->n, j->d, j->k, b, e);
@@ -143,7 +147,7 @@ static void mm_group_task(void *ctx, int i, int nw) {
     for (int m = 0; m < g->count; m++) mm_task((void *)&g->j[m], i, nw);
     if (!g->gated) return;
     int b, e, d = g->j[0].d;
-    base_split(d, nw, i, KERN_PANEL, &b, &e);
+    mm_share(d, i, nw, &b, &e);
     for (int r = 0; r < g->j[0].n && b < e; r++) {
         float *h = g->j[0].y + (size_t)r * d + b;
         const float *gate = g->j[1].y + (size_t)r * d + b;
