@@ -9,7 +9,8 @@
  * fraction of their read bandwidth, both measured by etch_roofline in every pass beside the kernels:
  * on a shared machine they move as much as the kernels do. Medians over the passes, each pass timing every type in turn. A
  * program, not a test: figures, no pass or fail.
- * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] */
+ * -w q8,i8 times only the types whose names begin with one of the words (each pass is then shorter).
+ * usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] [-w WORDS] */
 #define _POSIX_C_SOURCE 200809L
 #include "etch.h"
 #include "base/base.h"
@@ -197,17 +198,34 @@ static double time_quantize(kern_qx *qx, const float *x, int n, int k) {
     return (now() - t0) / reps;
 }
 
+/* Whether a type's name begins with one of the comma-separated words (every name without -w). */
+static int name_chosen(const char *name, const char *words) {
+    if (!words) return 1;
+    for (const char *w = words; *w; w += *w == ',') {
+        size_t len = strcspn(w, ",");
+        if (len && !strncmp(name, w, len)) return 1;
+        w += len;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int d = 3072, k = 1024, rows = 128, passes = 7, threads = 1, want_copies = 0, bad = 0;
+    const char *words = NULL; /* -w: the types to time, by the start of their names */
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-w") && i + 1 < argc) {
+            words = argv[++i];
+            continue;
+        }
         int *opt = !strcmp(argv[i], "-d") ? &d : !strcmp(argv[i], "-k") ? &k : !strcmp(argv[i], "-n") ? &rows
                  : !strcmp(argv[i], "-r") ? &passes : !strcmp(argv[i], "-t") ? &threads : !strcmp(argv[i], "-c") ? &want_copies : NULL;
         char *end = NULL;
         if (!opt || i + 1 >= argc || (*opt = (int)strtol(argv[++i], &end, 10), *end)) bad = 1;
     }
     if (bad || d < 16 || k < 32 || k % 2 || rows < 2 || passes < 1 || threads < 1 || threads > 256 || want_copies < 0) {
-        fprintf(stderr, "usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES]\n"
-                        "  D >= 16 outputs, K >= 32 inputs (even), ROWS >= 2 for prefill, COPIES 1..64 (default: 256 MiB)\n");
+        fprintf(stderr, "usage: bench_kernels [-d D] [-k K] [-n ROWS] [-r PASSES] [-t THREADS] [-c COPIES] [-w WORDS]\n"
+                        "  D >= 16 outputs, K >= 32 inputs (even), ROWS >= 2 for prefill, COPIES 1..64 (default: 256 MiB),\n"
+                        "  WORDS: comma-separated starts of the type names to time (q8,i8; default: every type)\n");
         return 2;
     }
     const char *set = kern_init();
@@ -245,9 +263,14 @@ int main(int argc, char **argv) {
     enum { N_TYPES = sizeof types / sizeof *types };
     const size_t total = (size_t)256 << 20; /* eight times the largest L3 we meet */
     bench_mat *b = must(calloc(N_TYPES, sizeof *b));
-    int copies[N_TYPES];
+    int copies[N_TYPES], chosen[N_TYPES], n_chosen = 0;
+    for (int t = 0; t < N_TYPES; t++) n_chosen += chosen[t] = name_chosen(types[t].name, words);
+    if (!n_chosen) {
+        fprintf(stderr, "bench_kernels: no weight type begins with a word of -w %s\n", words);
+        return 2;
+    }
     double *tp = must(malloc((size_t)N_TYPES * passes * sizeof *tp)), *td = must(malloc((size_t)N_TYPES * passes * sizeof *td));
-    for (int t = 0; t < N_TYPES; t++) copies[t] = make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
+    for (int t = 0; t < N_TYPES; t++) copies[t] = !chosen[t] ? 0 : make_mat(&b[t], types[t].name, types[t].type, types[t].scale_type, types[t].mins, src, d, k, total, want_copies);
     double *tb = must(malloc((size_t)passes * sizeof *tb)), *tf = must(malloc((size_t)passes * sizeof *tf));
     kern_qx *qxs[4] = {&qx_one, &gx_one, &qx_all, &gx_all}; /* per row and per 32: one row, then ROWS rows */
     double *tq = must(malloc((size_t)4 * passes * sizeof *tq));
@@ -257,6 +280,7 @@ int main(int argc, char **argv) {
             return 1;
         }
         for (int t = 0; t < N_TYPES; t++) {
+            if (!chosen[t]) continue;
             int g = types[t].act_group;
             double a = time_call(pool, &b[t], copies[t], x, g ? &gx_all : &qx_all, y, rows, d, k);
             double c = time_call(pool, &b[t], copies[t], x, g ? &gx_one : &qx_one, y, 1, d, k);
@@ -277,6 +301,7 @@ int main(int argc, char **argv) {
     printf("| weights | bytes per weight | prefill GFLOP/s (of peak) | decode GB/s (of read bw) | decode us per call |\n");
     printf("|---|---|---|---|---|\n");
     for (int t = 0; t < N_TYPES; t++) {
+        if (!chosen[t]) continue;
         double mp = median(tp + t * passes, passes), md = median(td + t * passes, passes);
         double gflops = 2.0 * rows * d * k / mp / 1e9, gbps = (double)b[t].bytes / md / 1e9;
         printf("| %s | %.3f | %.1f (%.0f%%) | %.1f (%.0f%%) | %.1f |\n", b[t].name, (double)b[t].bytes / ((double)d * k),
