@@ -498,19 +498,27 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
     kern_kv kv = {kv_type, kr, vr, kv_type == KERN_KV_Q8 ? ks : NULL, kv_type == KERN_KV_Q8 ? vs : NULL};
     kern_att_shape as = {NH, NKV, HD, score_div, window, rows};
     for (int t = 0; t < CTX; t++) kern_kv_store(&kv, kc + t * NKV * HD, vc + t * NKV * HD, 1, t, &as);
-    kern_attention(out, q, &kv, N, START, &as, scores, 0, NKV);
+    kern_attention(out, q, &kv, N, START, &as, scores, 0, NH);
     size_t n_out = (size_t)N * NH * HD, out_bytes = n_out * sizeof(float);
     float *out_ref = malloc(out_bytes), *out_split = malloc(out_bytes), *out_rows = malloc(out_bytes);
-    kern_attention_ref(out_ref, q, &kv, N, START, &as, scores, 0, NKV);
-    kern_attention(out_split, q, &kv, N, START, &as, scores, 0, 1);
-    kern_attention(out_split, q, &kv, N, START, &as, scores, 1, NKV);
+    kern_attention_ref(out_ref, q, &kv, N, START, &as, scores, 0, NH);
+    /* head ranges as threads split them: by KV heads (0..1, 2..3), and within a KV head's group and
+     * across groups (0, 1..2, 3) */
+    float *out_heads = malloc(out_bytes);
+    kern_attention(out_split, q, &kv, N, START, &as, scores, 0, NH / NKV);
+    kern_attention(out_split, q, &kv, N, START, &as, scores, NH / NKV, NH);
+    kern_attention(out_heads, q, &kv, N, START, &as, scores, 0, 1);
+    kern_attention(out_heads, q, &kv, N, START, &as, scores, 1, 3);
+    kern_attention(out_heads, q, &kv, N, START, &as, scores, 3, NH);
     CHECK(max_err(out, out_ref, n_out) < 1e-6, "attention (%s cache, window %d, ring %d) vs its twin",
           kern_kv_type_name(kv_type), window, ring);
     CHECK(memcmp(out, out_split, out_bytes) == 0, "attention over KV-head ranges (%s cache, window %d, ring %d)",
           kern_kv_type_name(kv_type), window, ring);
+    CHECK(memcmp(out, out_heads, out_bytes) == 0, "attention over query-head ranges (%s cache, window %d, ring %d)",
+          kern_kv_type_name(kv_type), window, ring);
     /* Each row alone (as sequential prefill computes it) equals the row in the block, bit for bit. */
     for (int r = 0; r < N; r++)
-        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, &kv, 1, START + r, &as, scores, 0, NKV);
+        kern_attention(out_rows + r * NH * HD, q + r * NH * HD, &kv, 1, START + r, &as, scores, 0, NH);
     CHECK(memcmp(out, out_rows, out_bytes) == 0,
           "attention rows computed alone equal the batched ones (%s cache, window %d, ring %d)", kern_kv_type_name(kv_type),
           window, ring);
@@ -546,7 +554,7 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
     CHECK(e_f32 < bound, "attention (%s cache, window %d, ring %d) vs the unrounded values: error %g",
           kern_kv_type_name(kv_type), window, ring, e_f32);
     free(q), free(kc), free(vc), free(out), free(scores), free(kr), free(vr), free(ks), free(vs);
-    free(out_ref), free(out_split), free(out_rows);
+    free(out_ref), free(out_split), free(out_rows), free(out_heads);
 }
 
 static void test_attention(void) {

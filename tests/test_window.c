@@ -1,7 +1,7 @@
 /* Sliding-window attention and the hybrid KV cache.
  *
  * A synthetic Gemma-3 (six layers: five with a window of 16 keys, one global; one KV head, so two
- * threads split attention by rows rather than by KV heads) is exported with
+ * threads split attention by rows or by query heads rather than by KV heads) is exported with
  * forward calls of at most 1, 7, 15, 16, 17 and 64 tokens. Each program keeps rings of
  * 16 + max_seq_len - 1 rows in its windowed layers, so the rings rotate differently in each; prompts
  * shorter than, equal to and several times longer than the window must still give the same logits
@@ -28,12 +28,12 @@
 static char tok_mistral[1100], tmp[1024];
 
 /* Logits of every prompt position (chunks of max_seq_len) into all[n, vocab], then N_GEN greedy
- * tokens into gen. */
-static int run(etch_program *p, const int32_t *ids, int n, float *all, int32_t *gen) {
+ * tokens into gen, on a session of `threads` threads. */
+static int run_threads(etch_program *p, int threads, const int32_t *ids, int n, float *all, int32_t *gen) {
     const etch_method_meta *m = etch_program_meta(p);
     etch_session *s;
     etch_error err;
-    if (etch_session_new_threads(p, 2, &s, &err) != ETCH_OK) return 0;
+    if (etch_session_new_threads(p, threads, &s, &err) != ETCH_OK) return 0;
     int ok = 1, pos = 0;
     float *scratch = malloc((size_t)m->max_seq_len * m->vocab_size * sizeof *scratch);
     while (ok && pos < n) {
@@ -55,6 +55,16 @@ static int run(etch_program *p, const int32_t *ids, int n, float *all, int32_t *
     free(scratch);
     etch_session_free(s);
     return ok;
+}
+
+static int run(etch_program *p, const int32_t *ids, int n, float *all, int32_t *gen) {
+    return run_threads(p, 2, ids, n, all, gen);
+}
+
+/* n random ids of the vocabulary above its first three (special) ones. */
+static void random_ids(int32_t *ids, int n, int vocab) {
+    uint64_t r = 12345;
+    for (int i = 0; i < n; i++) r = r * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)(3 + (r >> 33) % (vocab - 3));
 }
 
 static void test_chunk_sizes(const char *hf) {
@@ -85,8 +95,7 @@ static void test_chunk_sizes(const char *hf) {
     const etch_method_meta *m = etch_program_meta(progs[0]);
     size_t vocab = (size_t)m->vocab_size;
     int32_t ids[150], gen0[N_GEN], gen[N_GEN];
-    uint64_t r = 12345;
-    for (int i = 0; i < 150; i++) r = r * 6364136223846793005ull + 1442695040888963407ull, ids[i] = (int32_t)(3 + (r >> 33) % (vocab - 3));
+    random_ids(ids, 150, (int)vocab);
     float *ref = malloc(150 * vocab * sizeof *ref), *all = malloc(150 * vocab * sizeof *all);
     for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
         int n = lens[li];
@@ -122,6 +131,42 @@ static void test_chunk_sizes(const char *hf) {
     etch_session_free(s);
     free(lg), free(ref), free(all);
     for (int i = 0; i < N_SEQ; i++) etch_program_close(progs[i]);
+}
+
+/* Decode with one KV head and a long enough context for attention to run over the pool: the two
+ * threads split the query heads (each reads all of the head's keys). Heads of 256 values make the
+ * global layer's attention that large from 256 keys (model.c's MM_PARALLEL_MIN). The logits of
+ * every position, one token per call, must equal one thread's and those of chunks of 64 (which
+ * split rows), and so must the greedy tokens after them. */
+static void test_query_head_split(void) {
+    enum { N = 300, CTX_LONG = 512 };
+    char hf[1200], path[1300];
+    snprintf(hf, sizeof hf, "%s/gemma3-hd256-hf", tmp);
+    etch_synth_options so = {"gemma3", "tiny", 6, 64, 128, 4, 1, 256, 1024, 7, 0.125f, tok_mistral, "hf", "f32", WINDOW};
+    etch_error err;
+    NEED(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
+    etch_program *one = NULL, *chunks = NULL;
+    snprintf(path, sizeof path, "%s/gemma3-hd256-seq1.etch", tmp);
+    etch_export_options o = {CTX_LONG, 1, NULL, NULL, NULL, NULL, NULL, NULL};
+    NEED(etch_export_hf(hf, path, &o, &err) == ETCH_OK && etch_program_open(path, &one, &err) == ETCH_OK, "%s", err.message);
+    snprintf(path, sizeof path, "%s/gemma3-hd256-seq64.etch", tmp);
+    o.max_seq_len = 64;
+    if (etch_export_hf(hf, path, &o, &err) != ETCH_OK || etch_program_open(path, &chunks, &err) != ETCH_OK) {
+        CHECK(0, "%s", err.message);
+        etch_program_close(one);
+        return;
+    }
+    size_t vocab = (size_t)etch_program_meta(one)->vocab_size, bytes = N * vocab * sizeof(float);
+    int32_t ids[N], gen_ref[N_GEN], gen[N_GEN];
+    random_ids(ids, N, (int)vocab);
+    float *ref = malloc(bytes), *all = malloc(bytes);
+    CHECK(run_threads(one, 1, ids, N, ref, gen_ref), "one thread, one token per call");
+    CHECK(run_threads(one, 2, ids, N, all, gen) && !memcmp(ref, all, bytes) && !memcmp(gen_ref, gen, sizeof gen),
+          "two threads, one token per call: the logits and greedy tokens of one thread");
+    CHECK(run_threads(chunks, 2, ids, N, all, gen) && !memcmp(ref, all, bytes) && !memcmp(gen_ref, gen, sizeof gen),
+          "two threads, chunks of 64: the logits and greedy tokens of one token per call");
+    free(ref), free(all);
+    etch_program_close(one), etch_program_close(chunks);
 }
 
 /* Appends keys (JSON text) to config.json's object; the keys must not be there already. */
@@ -215,6 +260,7 @@ int main(void) {
     etch_error err;
     REQUIRE(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
     test_chunk_sizes(hf);
+    test_query_head_split();
     test_other_families();
     return check_done();
 }

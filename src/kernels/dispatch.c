@@ -170,8 +170,8 @@ void kern_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *sta
 }
 
 void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                    float *scores, int g_begin, int g_end) {
-    active->attention(out, q, kv, n, start_pos, a, scores, g_begin, g_end);
+                    float *scores, int h_begin, int h_end) {
+    active->attention(out, q, kv, n, start_pos, a, scores, h_begin, h_end);
 }
 
 void kern_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a) {

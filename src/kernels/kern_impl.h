@@ -73,7 +73,7 @@ typedef void (*kern_matmul_fn)(float *y, int ldy, const float *x, const kern_mat
 typedef void (*kern_matmul_i_fn)(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k,
                                  int o_begin, int o_end);
 typedef void (*kern_attention_fn)(float *out, const float *q, const kern_kv *kv, int n, int start_pos,
-                                  const kern_att_shape *a, float *scores, int g_begin, int g_end);
+                                  const kern_att_shape *a, float *scores, int h_begin, int h_end);
 typedef void (*kern_kv_store_fn)(const kern_kv *kv, const float *k, const float *v, int n, int start_pos,
                                  const kern_att_shape *a);
 typedef struct kern_variant {
@@ -115,7 +115,7 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
 void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                         float *scores, int g_begin, int g_end);
+                         float *scores, int h_begin, int h_end);
 /* x86/avx2_ops.c: softmax and SwiGLU with kern_exp eight lanes at a time, rmsnorm, and the KV store
  * (F16C conversion, int8 rounding by cvtps). */
 void kern_avx2_softmax(float *x, int n);
@@ -134,7 +134,7 @@ double kern_avx512_fma_peak(double seconds);
 void kern_avx512_vbmi_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx512_attention.c: avx2_attention.c on 16 lanes (heads whose size is not a multiple of 16 take the twin). */
 void kern_avx512_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                           float *scores, int g_begin, int g_end);
+                           float *scores, int h_begin, int h_end);
 /* x86/avx512_ops.c: avx2_ops.c's softmax, SwiGLU and GeGLU on 16 lanes. */
 void kern_avx512_softmax(float *x, int n);
 void kern_avx512_swiglu(float *h, const float *g, size_t n);

@@ -250,8 +250,9 @@ void kern_kv_store(const kern_kv *kv, const float *k, const float *v, int n, int
 void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n, int start_pos, const kern_att_shape *a);
 
 /* Causal attention of n queries at positions start_pos .. start_pos+n-1 over a KV cache, for the
- * query heads of KV heads g_begin .. g_end-1 (threads split the KV heads; the query heads of a group
- * share every K and V row read).
+ * query heads h_begin .. h_end-1. Threads split the heads along KV heads where there are enough of them
+ * (the query heads of a group share every K and V row read), or else within a group (each thread
+ * then reads the group's K and V rows for its own heads).
  *   out[n, n_heads*head_dim], q[n, n_heads*head_dim]
  *   kv: [n_kv_heads, cache_rows, head_dim]; every key a query sees must be in its row
  *   scores: scratch [KERN_ATT_BLOCK * (start_pos+n)]
@@ -260,9 +261,9 @@ void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n,
  * its own keys: batched and one-token prefill agree exactly, windowed or not. */
 #define KERN_ATT_BLOCK 4 /* queries of one KV head that attention takes together (its scratch rows) */
 void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                    float *scores, int g_begin, int g_end);
+                    float *scores, int h_begin, int h_end);
 void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                        float *scores, int g_begin, int g_end);
+                        float *scores, int h_begin, int h_end);
 
 /* The machine's limits, measured: fused multiply-add throughput of one thread (GFLOP/s, counting
  * a multiply-add as 2) over about `seconds`, and the read bandwidth of summing buf (GB/s). */

@@ -109,11 +109,11 @@ static float kv_at(int type, const void *base, size_t i) {
 }
 
 void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-                        float *scores, int g_begin, int g_end) {
+                        float *scores, int h_begin, int h_end) {
     int hd = a->head_dim, group = a->n_heads / a->n_kv_heads, q8 = kv->type == KERN_KV_Q8;
     for (int r = 0; r < n; r++) {
         int p = start_pos + r, lo = att_first_key(a, p), len = p - lo + 1;
-        for (int h = g_begin * group; h < g_end * group; h++) {
+        for (int h = h_begin; h < h_end; h++) {
             const float *qh = q + ((size_t)r * a->n_heads + h) * hd;
             int kvh = h / group;
             for (int t = 0; t < len; t++) {

@@ -196,16 +196,19 @@ typedef struct att_job {
     int n, start_pos;
 } att_job;
 
-/* Workers split the KV heads; with fewer KV heads than workers (Gemma-3 1B has one) they take
- * blocks of four rows in turn instead (turns, because causal rows grow longer). A row's result does
- * not depend on which rows share its call, so both splits give the same numbers. */
+/* Workers split the KV heads. With fewer KV heads than workers (Gemma 3 has one) they take blocks of
+ * four rows in turn instead (turns, because causal rows grow longer), or, in a chunk too short for
+ * that (decode), the query heads: each then reads the KV head's rows for its own heads, where one
+ * worker would compute every head while the others wait. A query's result does not depend on which
+ * queries share its call, so every split gives the same numbers. */
 static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
-    const int n_kv = j->c->n_kv_heads;
+    const int n_kv = j->c->n_kv_heads, group = j->c->n_heads / n_kv;
     float *scores = j->s->scores + (size_t)i * KERN_ATT_BLOCK * j->c->max_context_len;
     if (n_kv >= nw || j->n < 8) {
         int b, e;
-        base_split(n_kv, nw, i, 1, &b, &e);
+        if (n_kv >= nw) base_split(n_kv, nw, i, 1, &b, &e), b *= group, e *= group;
+        else base_split(j->c->n_heads, nw, i, 1, &b, &e);
         if (b < e) kern_attention(j->s->xb, j->s->q, &j->kv, j->n, j->start_pos, &j->shape, scores, b, e);
         return;
     }
@@ -213,7 +216,7 @@ static void att_task(void *ctx, int i, int nw) {
     for (int r = 4 * i; r < j->n; r += 4 * nw) {
         int rows = j->n - r < 4 ? j->n - r : 4;
         kern_attention(j->s->xb + r * row, j->s->q + r * row, &j->kv, rows, j->start_pos + r, &j->shape, scores, 0,
-                       n_kv);
+                       j->c->n_heads);
     }
 }
 
@@ -314,8 +317,8 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
         att_job aj = {c, s, kv, shape, n, start_pos};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
-        /* by bytes only where the work splits: under 8 rows att_task splits the KV heads, and with one
-         * (Gemma 3 270M) the other workers would only wait */
+        /* by bytes only where the reads split: under 8 rows att_task splits the KV heads, and with one
+         * (Gemma 3 270M) the query heads, each worker reading all of the head's rows */
         int64_t kv_bytes = keys * 2 * kv_dim * (int64_t)kern_kv_size(kv.type);
         int by_bytes = kv_bytes >= ATT_PARALLEL_BYTES && (c->n_kv_heads > 1 || n >= 8);
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && !by_bytes) att_task(&aj, 0, 1);

@@ -193,7 +193,7 @@ static INLINE void att_block(int kt, int R, const float *const *q, float *const 
 }
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
-                             const kern_att_shape *as, float *scores, int g_begin, int g_end) {
+                             const kern_att_shape *as, float *scores, int h_begin, int h_end) {
     int hd = as->head_dim, group = as->n_heads / as->n_kv_heads, C = as->cache_rows;
     size_t esize = kern_kv_size(kt), head = (size_t)C * hd; /* a head's rows are contiguous (kernels.h) */
     size_t row = (size_t)as->n_heads * hd;
@@ -201,19 +201,22 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
      * can cover beyond the first. */
     size_t sc_stride = (size_t)(start_pos + n);
     if (as->window > 0 && (size_t)as->window + KERN_ATT_BLOCK - 1 < sc_stride) sc_stride = (size_t)as->window + KERN_ATT_BLOCK - 1;
-    for (int g = g_begin; g < g_end; g++) {
+    for (int g = h_begin / group; g * group < h_end; g++) {
+        /* this KV head's query heads in the range: hb .. he-1 */
+        int hb = h_begin > g * group ? h_begin : g * group;
+        int he = h_end < (g + 1) * group ? h_end : (g + 1) * group, heads = he - hb;
         const void *kbase = (const char *)kv->k + g * head * esize, *vbase = (const char *)kv->v + g * head * esize;
         const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + (size_t)g * C : NULL;
         const float *vs = kt == KERN_KV_Q8 ? kv->v_scale + (size_t)g * C : NULL;
         /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
-        int total = n * group;
+        int total = n * heads;
         for (int b = 0; b < total; b += KERN_ATT_BLOCK) {
             int Q = total - b < KERN_ATT_BLOCK ? total - b : KERN_ATT_BLOCK, lo[KERN_ATT_BLOCK], hi[KERN_ATT_BLOCK];
             int first = 1 << 30, last = 0;
             const float *qs[KERN_ATT_BLOCK];
             float *os[KERN_ATT_BLOCK];
             for (int i = 0; i < Q; i++) {
-                int r = (b + i) / group, h = g * group + (b + i) % group, p = start_pos + r;
+                int r = (b + i) / heads, h = hb + (b + i) % heads, p = start_pos + r;
                 qs[i] = q + (size_t)r * row + (size_t)h * hd;
                 os[i] = out + (size_t)r * row + (size_t)h * hd;
                 lo[i] = att_first_key(as, p), hi[i] = p;
@@ -242,9 +245,9 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
 }
 
 void ATT_ENTRY(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
-               float *scores, int g_begin, int g_end) {
-    if (a->head_dim % LANES) kern_attention_ref(out, q, kv, n, start_pos, a, scores, g_begin, g_end);
-    else if (kv->type == KERN_KV_F16) attention(KERN_KV_F16, out, q, kv, n, start_pos, a, scores, g_begin, g_end);
-    else if (kv->type == KERN_KV_Q8) attention(KERN_KV_Q8, out, q, kv, n, start_pos, a, scores, g_begin, g_end);
-    else attention(KERN_KV_F32, out, q, kv, n, start_pos, a, scores, g_begin, g_end);
+               float *scores, int h_begin, int h_end) {
+    if (a->head_dim % LANES) kern_attention_ref(out, q, kv, n, start_pos, a, scores, h_begin, h_end);
+    else if (kv->type == KERN_KV_F16) attention(KERN_KV_F16, out, q, kv, n, start_pos, a, scores, h_begin, h_end);
+    else if (kv->type == KERN_KV_Q8) attention(KERN_KV_Q8, out, q, kv, n, start_pos, a, scores, h_begin, h_end);
+    else attention(KERN_KV_F32, out, q, kv, n, start_pos, a, scores, h_begin, h_end);
 }
