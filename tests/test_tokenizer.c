@@ -1,7 +1,10 @@
 /* The stories260K tokenizer (score-ranked BPE with byte fallback): known ids, round trips over a
- * varied corpus, streaming decoding that never emits a broken character, invalid UTF-8. */
+ * varied corpus, streaming decoding that never emits a broken character, invalid UTF-8. Added
+ * tokens that begin one another: the longest wins, at every position. */
 #include "base/base.h"
 #include "stories.h"
+
+#include <sys/stat.h>
 
 static uint64_t rng = 99;
 static uint32_t next(void) {
@@ -59,7 +62,51 @@ static int round_trip(etch_program *p, const char *text, int *stream_ok) {
     return ok;
 }
 
+/* Added tokens, some the beginning of others (as Gemma 3's runs of newlines and spaces are), in a
+ * tokenizer.json with one token per character and no merges: at every position the longest added
+ * token that starts there is taken (Hugging Face's leftmost-longest), and a duplicate piece is its
+ * lowest id. */
+static int test_added_longest(void) {
+    const char *dir = check_tmp_path("added-tokens");
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    mkdir(dir, 0755);
+    FILE *f = fopen(path, "wb");
+    if (!check_record(f != NULL, "fopen", __FILE__, __LINE__, "write %s", path)) return 0;
+    fputs("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"x\": 2, \"<\": 3, \"|\": 4, \">\": 5, "
+          "\"\\n\": 6}, \"merges\": []}, \"added_tokens\": ["
+          "{\"id\": 10, \"content\": \"<|a|>\", \"special\": true}, {\"id\": 11, \"content\": \"<|a|>b\", \"special\": true}, "
+          "{\"id\": 12, \"content\": \"<|ab\", \"special\": true}, {\"id\": 13, \"content\": \"<|\", \"special\": true}, "
+          "{\"id\": 14, \"content\": \"\\n\\n\", \"special\": false}, {\"id\": 15, \"content\": \"\\n\\n\\n\", \"special\": false}, "
+          "{\"id\": 16, \"content\": \"<|ab\", \"special\": true}]}", f);
+    fclose(f);
+    etch_tokenizer *t;
+    etch_error err;
+    if (!check_record(etch_tokenizer_open(path, &t, &err) == ETCH_OK, "open", __FILE__, __LINE__, "%s", err.message))
+        return 0;
+    static const struct {
+        const char *text;
+        int32_t n, want[12];
+    } cases[] = {
+        {"<|a|>bx<|a|>x<|ab", 5, {11, 2, 10, 2, 12}},
+        {"<|a|", 3, {13, 0, 4}},
+        {"\n\n\n\n\n<|", 3, {15, 14, 13}},
+        {"x\n<|a|>b<|a|>", 4, {2, 6, 11, 10}},
+        {"<<|ab>", 3, {3, 12, 5}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int32_t *ids = NULL, n = 0, want_n = cases[i].n;
+        etch_status st = etch_tokenizer_encode(t, cases[i].text, strlen(cases[i].text), 0, &ids, &n, &err);
+        CHECK(st == ETCH_OK && n == want_n && memcmp(ids, cases[i].want, (size_t)want_n * sizeof *ids) == 0,
+              "added tokens in case %zu: %d ids, the first %d", i, n, n > 0 ? ids[0] : -1);
+        etch_free(ids);
+    }
+    etch_tokenizer_close(t);
+    return 1;
+}
+
 int main(void) {
+    test_added_longest();
     const char *path = export_stories("tok.etch", 0, 0);
     REQUIRE(path, "export");
     etch_program *p;

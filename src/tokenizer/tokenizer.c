@@ -60,15 +60,23 @@ static int hexval(char c) {
     return -1;
 }
 
-/* Added tokens are matched longest first: sorted as (length, id) pairs, so no state is shared
- * between tokenizers built on different threads. */
+/* Added tokens are matched longest first, and among equal pieces the lowest id. The text is searched
+ * at every byte, and Gemma 3 has 6,414 added tokens, 6,321 of them beginning with '<': scanned one by
+ * one, they made tokenizing its plain text 15 times slower than the rest of the work. So they are
+ * sorted as (first byte, length descending, bytes, id), without state shared between tokenizers
+ * built on different threads, and a search takes the text's first byte's tokens one length at a
+ * time, by bisection. */
 typedef struct len_id {
-    int32_t len, id;
+    int32_t first, len, id;
+    const char *p;
 } len_id;
 
-static int by_length_desc(const void *a, const void *b) {
+static int by_first_length_bytes(const void *a, const void *b) {
     const len_id *x = a, *y = b;
+    if (x->first != y->first) return x->first > y->first ? 1 : -1;
     if (x->len != y->len) return x->len < y->len ? 1 : -1;
+    int c = memcmp(x->p, y->p, (size_t)x->len);
+    if (c) return c;
     return (x->id > y->id) - (x->id < y->id);
 }
 
@@ -144,17 +152,27 @@ etch_status tok_init(tok_tokenizer *t, const tok_spec *spec, const char *what, e
         if (s->match_added && (ty == TOK_CONTROL || ty == TOK_USER) && n > 0) t->added[t->n_added++] = i;
     }
     len_id *order = base_malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *order);
-    if (!order) {
+    t->added_run_end = base_malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *t->added_run_end);
+    if (!order || !t->added_run_end) {
+        base_free(order);
         tok_free(t);
         return base_fail(err, ETCH_ERR_NOMEM, "%s: cannot allocate tokenizer tables", what);
     }
     for (int32_t i = 0; i < t->n_added; i++) {
         size_t l;
-        piece_of(t, t->added[i], &l);
-        order[i] = (len_id){(int32_t)l, t->added[i]};
+        const char *p = piece_of(t, t->added[i], &l);
+        order[i] = (len_id){(uint8_t)p[0], (int32_t)l, t->added[i], p};
     }
-    qsort(order, (size_t)t->n_added, sizeof *order, by_length_desc);
-    for (int32_t i = 0; i < t->n_added; i++) t->added[i] = order[i].id;
+    qsort(order, (size_t)t->n_added, sizeof *order, by_first_length_bytes);
+    for (int b = 0, i = 0; b <= 256; b++) { /* the first index whose first byte is b or more */
+        while (i < t->n_added && order[i].first < b) i++;
+        t->added_from[b] = i;
+    }
+    for (int32_t i = t->n_added - 1; i >= 0; i--) {
+        t->added[i] = order[i].id;
+        int same = i + 1 < t->n_added && order[i + 1].first == order[i].first && order[i + 1].len == order[i].len;
+        t->added_run_end[i] = same ? t->added_run_end[i + 1] : i + 1;
+    }
     base_free(order);
     /* A byte-level vocabulary may lack a few bytes (SmolLM2's has no control bytes such as 0x04): text
      * holding one is refused when it is encoded (or becomes <unk>), not the whole tokenizer. */
@@ -213,6 +231,7 @@ void tok_free(tok_tokenizer *t) {
     base_free(t->merge_slots);
     base_free(t->byte_val);
     base_free(t->added);
+    base_free(t->added_run_end);
     pcre2_code_free((pcre2_code *)t->re);
     pcre2_match_context_free((pcre2_match_context *)t->re_mctx);
     pcre2_general_context_free((pcre2_general_context *)t->re_gctx);
@@ -483,12 +502,21 @@ static etch_status encode_plain(const tok_tokenizer *t, bpe_work *w, const char 
     return st;
 }
 
-/* The added token that starts at s[0..n), longest first, or -1. */
+/* The added token that starts at s[0..n), longest first (the lowest id of equal pieces), or -1. */
 static int32_t match_added_at(const tok_tokenizer *t, const char *s, size_t n) {
-    for (int32_t i = 0; i < t->n_added; i++) {
+    const uint8_t first = (uint8_t)s[0];
+    for (int32_t i = t->added_from[first], end; i < t->added_from[first + 1]; i = end) {
+        end = t->added_run_end[i];
         size_t pl;
-        const char *p = piece_of(t, t->added[i], &pl);
-        if (pl <= n && p[0] == s[0] && memcmp(p, s, pl) == 0) return t->added[i];
+        piece_of(t, t->added[i], &pl);
+        if (pl > n) continue;
+        int32_t lo = i, hi = end; /* the first of the run whose bytes are not below s[0..pl) */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (memcmp(piece_of(t, t->added[mid], &pl), s, pl) < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < end && memcmp(piece_of(t, t->added[lo], &pl), s, pl) == 0) return t->added[lo];
     }
     return -1;
 }

@@ -48,8 +48,11 @@ typedef struct tok_tokenizer {
     int32_t byte_id[256];    /* id of the byte-fallback token <0xHH>, or -1 */
     int32_t byte_sym[256];   /* byte-level: id of the piece that is exactly this byte, or -1 */
     int16_t *byte_val;       /* [n_vocab]: the byte a TOK_BYTE piece stands for, else -1 */
-    int32_t *added;          /* [n_added] ids matched in text, longest first */
+    int32_t *added;          /* [n_added] ids matched in text: by first byte, then longest first, then
+                                by their bytes, then by id */
+    int32_t *added_run_end;  /* [n_added]: the index after the last of added[i]'s first byte and length */
     int32_t n_added;
+    int32_t added_from[257]; /* added[added_from[b] .. added_from[b + 1]): those whose first byte is b */
     int32_t max_piece_len;
     void *re;                /* pcre2_code_8 *, or NULL */
     void *re_gctx, *re_mctx; /* PCRE2 general and match contexts: its memory through base_malloc */
