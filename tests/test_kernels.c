@@ -309,7 +309,9 @@ static void test_matmul_int(const char *variant, int exact) {
 }
 
 /* The AVX2 activation quantizer equals the scalar one exactly: halves (0.5, 1.5, -2.5 steps), NaN,
- * infinities, huge and tiny values, rows longer than a chunk, dynamic and static. */
+ * infinities, huge and tiny values, rows longer than a chunk, dynamic and static; in groups, scales
+ * whose f16 rounding is normal, subnormal, zero or infinite (row 4's groups of 6 halve from one to
+ * the next). */
 static void test_quantize_x_twin(void) {
     enum { N = 5, K = 600 };
     static float x[N * K];
@@ -320,6 +322,7 @@ static void test_quantize_x_twin(void) {
     for (int i = 0; i < K; i++) x[K + i] = (float)(i % 9 - 4) * 0.5f * (1.0f / 127); /* halves of a step */
     x[2 * K + 3] = NAN, x[2 * K + 4] = INFINITY, x[2 * K + 5] = -INFINITY, x[3 * K + 7] = 1e30f, x[3 * K + 8] = -1e-30f;
     x[1 * K + 0] = 1.0f; /* row 1's max: a step of 1/127, its halves exact */
+    for (int i = 0; i < K; i++) x[4 * K + i] = ldexpf(x[4 * K + i], -(i / 6));
     for (int st = 0; st < 4; st++) { /* dynamic, static, dynamic in groups of 64 (the last of 24) and of 6 */
         float stat[2] = {0.013f, -5};
         int G = (int[]){0, 0, 64, 6}[st];

@@ -6,6 +6,8 @@
 
 #include "kernels.h"
 
+#include <math.h>
+
 /* Weight i of a float matrix (f32, f16 or bf16) as f32. */
 static inline float wload(const void *w, int wtype, size_t i) {
     if (wtype == KERN_F32) return ((const float *)w)[i];
@@ -36,16 +38,58 @@ static inline int att_first_key(const kern_att_shape *a, int p) {
     return a->window > 0 && p - a->window + 1 > 0 ? p - a->window + 1 : 0;
 }
 
-/* The activation quantizer's row loop (quantize.c), shared by every variant: amax_of finds a row's
+/* The activation quantizer's row loop, shared by every variant: amax_of finds a row's (or group's)
  * largest magnitude; values quantizes xr[0..len) (len even) with scale 1/inv and the zero point and
- * stores them as kern_qx's pairs (pr), byte pairs (pb) and prefix sums continuing ps[0]. */
-typedef void (*qx_values_fn)(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero,
-                             int32_t lo);
+ * stores them as kern_qx's pairs (pr), byte pairs (pb) and prefix sums ps[1..len/2] going on from sum
+ * (ps[0], passed in a register: read back, it would wait on the last group's store), and returns
+ * the last of them; f16_round is
+ * a value rounded to f16 (to nearest, ties to even) and back. Inlined into each variant's entry
+ * point, so its hooks are direct calls the compiler inlines: called through pointers, once per group
+ * of 32 values, with the scale rounded to f16 in software, the loop had cost more than the values. */
+typedef int32_t (*qx_values_fn)(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv,
+                                int32_t zero, int32_t lo, int32_t sum);
 typedef float (*qx_amax_fn)(const float *xr, int k);
-void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
-                          qx_values_fn values);
+typedef float (*qx_f16_round_fn)(float s);
+
+/* One row's scale, zero point and lowest value (dynamic: symmetric over max|x|; static: stat). */
+static inline float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo) {
+    if (stat) return *zero = (int32_t)stat[1], *lo = -128, stat[0];
+    return *zero = 0, *lo = -127, amax / 127.0f;
+}
+
+/* A group's input scale as GGML's Q8_0 block stores it: rounded to f16 after the values were rounded
+ * with the f32 one, so a GGUF's products take llama.cpp's own activations (docs/DESIGN.md, "A GGUF's
+ * defaults"). A scale f16 cannot hold (past 65504, or below its smallest subnormal) stays f32. */
+static inline float act_scale_f16(float s, qx_f16_round_fn f16_round) {
+    float h = f16_round(s);
+    return isfinite(h) && (h > 0.0f || s == 0.0f) ? h : s;
+}
+
+static inline __attribute__((always_inline)) void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k,
+                                                                       const float *stat, qx_amax_fn amax_of,
+                                                                       qx_values_fn values, qx_f16_round_fn f16_round) {
+    /* a row is one group (its scale at [r]) or groups of qx->group (at [r, g]), quantized in order,
+     * each group's prefix sums going on from the last's */
+    int G = qx->group ? qx->group : k > 0 ? k : 1, ng = kern_q_groups(k, G), half = k / 2;
+    const float *st = qx->group ? NULL : stat; /* static parameters are per row only */
+    if (qx->group) qx->n_groups = ng;
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (size_t)r * k;
+        int32_t *ps = qx->psum + (size_t)r * (half + 1), zero = 0, lo, sum = 0;
+        ps[0] = 0;
+        for (int g = 0; g < ng; g++) {
+            int b = g * G, len = (b + G < k ? b + G : k) - b;
+            float s = qx_params(st, st ? 0.0f : amax_of(xr + b, len), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
+            qx->scale[(size_t)r * ng + g] = qx->group ? act_scale_f16(s, f16_round) : s;
+            sum = values(qx->pairs + (size_t)r * half + b / 2, qx->bytes + (size_t)r * half + b / 2, ps + b / 2, xr + b,
+                         len, inv, zero, lo, sum);
+        }
+        qx->zero[r] = zero;
+    }
+}
 /* The plain-C `values`: a variant's tail after its last whole vector. */
-void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo);
+int32_t kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero,
+                        int32_t lo, int32_t sum);
 
 /* The KV store's row loop (reference.c), shared by every variant: f16_row converts n values, q8_head
  * one head's values to int8 and its scale (kernels.h: KERN_KV_Q8); NaN has no int8 value. */

@@ -44,42 +44,6 @@ void kern_to_int_dot(void *dst, const void *q, int type, int d, int k) {
         }
 }
 
-/* One row's scale, zero point and lowest value (dynamic: symmetric over max|x|; static: stat). */
-static float qx_params(const float *stat, float amax, int32_t *zero, int32_t *lo) {
-    if (stat) return *zero = (int32_t)stat[1], *lo = -128, stat[0];
-    return *zero = 0, *lo = -127, amax / 127.0f;
-}
-
-/* A group's input scale as GGML's Q8_0 block stores it: rounded to f16 after the values were rounded
- * with the f32 one, so a GGUF's products take llama.cpp's own activations (docs/DESIGN.md, "A GGUF's
- * defaults"). A scale f16 cannot hold (past 65504, or below its smallest subnormal) stays f32. */
-static float act_scale_f16(float s) {
-    float h = kern_f16_to_f32(kern_f32_to_f16(s));
-    return isfinite(h) && (h > 0.0f || s == 0.0f) ? h : s;
-}
-
-void kern_quantize_x_rows(kern_qx *qx, const float *x, int n, int k, const float *stat, qx_amax_fn amax_of,
-                          qx_values_fn values) {
-    /* a row is one group (its scale at [r]) or groups of qx->group (at [r, g]), quantized in order,
-     * each group's prefix sums going on from the last's */
-    int G = qx->group ? qx->group : k > 0 ? k : 1, ng = kern_q_groups(k, G), half = k / 2;
-    const float *st = qx->group ? NULL : stat; /* static parameters are per row only */
-    if (qx->group) qx->n_groups = ng;
-    for (int r = 0; r < n; r++) {
-        const float *xr = x + (size_t)r * k;
-        int32_t *ps = qx->psum + (size_t)r * (half + 1), zero = 0, lo;
-        ps[0] = 0;
-        for (int g = 0; g < ng; g++) {
-            int b = g * G, len = (b + G < k ? b + G : k) - b;
-            float s = qx_params(st, st ? 0.0f : amax_of(xr + b, len), &zero, &lo), inv = s > 0.0f ? 1.0f / s : 0.0f;
-            qx->scale[(size_t)r * ng + g] = qx->group ? act_scale_f16(s) : s;
-            values(qx->pairs + (size_t)r * half + b / 2, qx->bytes + (size_t)r * half + b / 2, ps + b / 2, xr + b, len,
-                   inv, zero, lo);
-        }
-        qx->zero[r] = zero;
-    }
-}
-
 static float amax_ref(const float *xr, int k) {
     float amax = 0.0f;
     for (int i = 0; i < k; i++) amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax; /* NaN is skipped */
@@ -95,8 +59,8 @@ static inline int32_t qx_value(float x, float inv, int32_t zero, int32_t lo) {
 /* The running sum stays in a local: read back from ps after the stores to pr and pb (which may alias
  * it, for all the compiler knows), each step waits on the last one's store, and where the buffers sit
  * a multiple of 4 KiB apart the loads stall behind the other stores (4K aliasing). */
-void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
-    int32_t sum = ps[0];
+int32_t kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero,
+                        int32_t lo, int32_t sum) {
     for (int i = 0; i < len; i += 2) {
         int32_t v0 = qx_value(xr[i], inv, zero, lo), v1 = qx_value(xr[i + 1], inv, zero, lo);
         pr[i / 2] = (int32_t)((uint32_t)(uint16_t)v0 | (uint32_t)(uint16_t)v1 << 16);
@@ -104,10 +68,13 @@ void kern_values_ref(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, in
         sum += v0 + v1;
         ps[i / 2 + 1] = sum;
     }
+    return sum;
 }
 
+static float f16_round_ref(float s) { return kern_f16_to_f32(kern_f32_to_f16(s)); }
+
 void kern_quantize_x_ref(kern_qx *qx, const float *x, int n, int k, const float *stat) {
-    kern_quantize_x_rows(qx, x, n, k, stat, amax_ref, kern_values_ref);
+    kern_quantize_x_rows(qx, x, n, k, stat, amax_ref, kern_values_ref, f16_round_ref);
 }
 
 float kern_mat_at(const kern_mat *m, int o, int kk, int k) {

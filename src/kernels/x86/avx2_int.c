@@ -250,7 +250,7 @@ void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 
 /* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from
  * zero as truncation plus a step, NaN to the lowest value, max ignoring NaN). */
-static float amax_avx2(const float *xr, int k) {
+static INLINE float amax_avx2(const float *xr, int k) {
     __m256 m = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     int i = 0;
     for (; i + 8 <= k; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m); /* NaN: keeps m */
@@ -282,9 +282,10 @@ static INLINE __m256i q8_values(const float *xr, __m256 vi, __m256 vz, __m256 vl
  * running sum stays in a register (its last lane broadcast), not a scalar taken out of one, which
  * would put a lane extraction and a broadcast on the path from one step to the next. Integer sums,
  * so the same as the scalar ones. */
-static void values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv, int32_t zero, int32_t lo) {
+static INLINE int32_t values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv,
+                                  int32_t zero, int32_t lo, int32_t start) {
     __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
-    __m256i sum = _mm256_set1_epi32(ps[0]);
+    __m256i sum = _mm256_set1_epi32(start);
     int i = 0;
     for (; i + 16 <= len; i += 16) {
         __m256i q0 = q8_values(xr + i, vi, vz, vlo), q1 = q8_values(xr + i + 8, vi, vz, vlo);
@@ -301,9 +302,16 @@ static void values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr,
         _mm256_storeu_si256((__m256i *)(ps + i / 2 + 1), s);
         sum = _mm256_permutevar8x32_epi32(s, _mm256_set1_epi32(7));
     }
-    kern_values_ref(pr + i / 2, pb + i / 2, ps + i / 2, xr + i, len - i, inv, zero, lo);
+    return kern_values_ref(pr + i / 2, pb + i / 2, ps + i / 2, xr + i, len - i, inv, zero, lo,
+                           _mm_cvtsi128_si32(_mm256_castsi256_si128(sum)));
+}
+
+/* F16C's conversions: the same roundings as kern_f32_to_f16's (to nearest, ties to even, subnormals
+ * kept), in two instructions. */
+static INLINE float f16_round_f16c(float s) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(s), _MM_FROUND_TO_NEAREST_INT)));
 }
 
 void kern_avx2_quantize_x(kern_qx *qx, const float *x, int n, int k, const float *stat) {
-    kern_quantize_x_rows(qx, x, n, k, stat, amax_avx2, values_avx2);
+    kern_quantize_x_rows(qx, x, n, k, stat, amax_avx2, values_avx2, f16_round_f16c);
 }
