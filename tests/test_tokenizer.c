@@ -75,9 +75,12 @@ static int test_added_longest(void) {
     if (!check_record(f != NULL, "fopen", __FILE__, __LINE__, "write %s", path)) return 0;
     fputs("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"x\": 2, \"<\": 3, \"|\": 4, \">\": 5, "
           "\"\\n\": 6}, \"merges\": []}, \"added_tokens\": ["
-          "{\"id\": 10, \"content\": \"<|a|>\", \"special\": true}, {\"id\": 11, \"content\": \"<|a|>b\", \"special\": true}, "
-          "{\"id\": 12, \"content\": \"<|ab\", \"special\": true}, {\"id\": 13, \"content\": \"<|\", \"special\": true}, "
-          "{\"id\": 14, \"content\": \"\\n\\n\", \"special\": false}, {\"id\": 15, \"content\": \"\\n\\n\\n\", \"special\": false}, "
+          "{\"id\": 10, \"content\": \"<|a|>\", \"special\": true}, "
+          "{\"id\": 11, \"content\": \"<|a|>b\", \"special\": true}, "
+          "{\"id\": 12, \"content\": \"<|ab\", \"special\": true}, "
+          "{\"id\": 13, \"content\": \"<|\", \"special\": true}, "
+          "{\"id\": 14, \"content\": \"\\n\\n\", \"special\": false}, "
+          "{\"id\": 15, \"content\": \"\\n\\n\\n\", \"special\": false}, "
           "{\"id\": 16, \"content\": \"<|ab\", \"special\": true}]}", f);
     fclose(f);
     etch_tokenizer *t;

@@ -148,7 +148,8 @@ static void test_query_head_split(void) {
     etch_program *one = NULL, *chunks = NULL;
     snprintf(path, sizeof path, "%s/gemma3-hd256-seq1.etch", tmp);
     etch_export_options o = {CTX_LONG, 1, NULL, NULL, NULL, NULL, NULL, NULL};
-    NEED(etch_export_hf(hf, path, &o, &err) == ETCH_OK && etch_program_open(path, &one, &err) == ETCH_OK, "%s", err.message);
+    NEED(etch_export_hf(hf, path, &o, &err) == ETCH_OK && etch_program_open(path, &one, &err) == ETCH_OK, "%s",
+         err.message);
     snprintf(path, sizeof path, "%s/gemma3-hd256-seq64.etch", tmp);
     o.max_seq_len = 64;
     if (etch_export_hf(hf, path, &o, &err) != ETCH_OK || etch_program_open(path, &chunks, &err) != ETCH_OK) {
