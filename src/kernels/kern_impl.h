@@ -43,9 +43,10 @@ static inline int att_first_key(const kern_att_shape *a, int p) {
  * stores them as kern_qx's pairs (pr), byte pairs (pb) and prefix sums ps[1..len/2] going on from sum
  * (ps[0], passed in a register: read back, it would wait on the last group's store), and returns the
  * last of them; f16_round is a value rounded to f16 (to nearest, ties to even) and back. Inlined into
- * each variant's entry point, so its hooks are direct calls the compiler inlines: called through
- * pointers once per group of 32 values, with the scale rounded to f16 in software, the loop had cost
- * more than the values. */
+ * each variant's entry point, so its hooks are direct calls the optimizer inlines (plain `inline`:
+ * an always-inline hook cannot be called through the pointer an unoptimized build keeps): called
+ * through pointers once per group of 32 values, with the scale rounded to f16 in software, the loop
+ * had cost more than the values. */
 typedef int32_t (*qx_values_fn)(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv,
                                 int32_t zero, int32_t lo, int32_t sum);
 typedef float (*qx_amax_fn)(const float *xr, int k);

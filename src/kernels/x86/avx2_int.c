@@ -250,7 +250,7 @@ void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 
 /* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from
  * zero as truncation plus a step, NaN to the lowest value, max ignoring NaN). */
-static INLINE float amax_avx2(const float *xr, int k) {
+static inline float amax_avx2(const float *xr, int k) {
     __m256 m = _mm256_setzero_ps(), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
     int i = 0;
     for (; i + 8 <= k; i += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xr + i), abs), m); /* NaN: keeps m */
@@ -282,7 +282,7 @@ static INLINE __m256i q8_values(const float *xr, __m256 vi, __m256 vz, __m256 vl
  * running sum stays in a register (its last lane broadcast), not a scalar taken out of one, which
  * would put a lane extraction and a broadcast on the path from one step to the next. Integer sums,
  * so the same as the scalar ones. */
-static INLINE int32_t values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv,
+static inline int32_t values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const float *xr, int len, float inv,
                                   int32_t zero, int32_t lo, int32_t start) {
     __m256 vi = _mm256_set1_ps(inv), vz = _mm256_set1_ps((float)zero), vlo = _mm256_set1_ps((float)lo);
     __m256i sum = _mm256_set1_epi32(start);
@@ -308,7 +308,7 @@ static INLINE int32_t values_avx2(int32_t *pr, uint16_t *pb, int32_t *ps, const 
 
 /* F16C's conversions: the same roundings as kern_f32_to_f16's (to nearest, ties to even, subnormals
  * kept), in two instructions. */
-static INLINE float f16_round_f16c(float s) {
+static inline float f16_round_f16c(float s) {
     return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(s), _MM_FROUND_TO_NEAREST_INT)));
 }
 
