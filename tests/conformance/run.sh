@@ -93,8 +93,10 @@ P
     # blocks do for the 32-value types (it takes Q8_1 for Q4_1/Q5_1, Q8_K per 256 for the K-quants and
     # IQ4_XS): held to llama.cpp alone (the second program is itself). Where both round the same
     # (Q8_0, Q4_0, IQ4_NL) the logits meet closer: measured, near-tie gaps up to 0.073 and the last
-    # position within 0.111 (Q4_0: 2e-6), against 0.2-0.27 with f32 activations
-    int8_tol=$q_tol; case $q in q8_0|q4_0|iq4_nl) int8_tol=0.15 ;; esac
+    # position within 0.111 (Q4_0: 2e-6), against 0.2-0.27 with f32 activations. IQ4_XS, rounded per
+    # 32 here and per 256 by llama.cpp, came to 0.51 against llama.cpp's AMX Xeon backend (etch's own
+    # logits are the same on every CPU: its kernels equal their twin), 0.48 elsewhere
+    int8_tol=$q_tol; case $q in q8_0|q4_0|iq4_nl) int8_tol=0.15 ;; iq4_xs) int8_tol=0.6 ;; esac
     "$TEST" "$WORK/qwen3-$q-int8.etch" "$WORK/qwen3-$q-int8.etch" "$WORK/qwen3-prompts.json" "$WORK/qwen3-$q-llamacpp.json" 40 "$int8_tol" 0 || rc=1
     # every weight, kept and dequantized, against llama.cpp's own Python dequantization
     "$PYENV/bin/python" "$here/dequant.py" "$ETCH" "$WORK/qwen3-$q.gguf" "$WORK/qwen3-$q-gguf.etch" "$WORK/qwen3-$q-f32.etch" || rc=1
