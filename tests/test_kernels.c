@@ -745,6 +745,31 @@ static void test_matmul_shifted(const char *variant, int exact) {
     test_matmul(variant, exact);
 }
 
+/* A long prompt's prefill, every weight type, against the twin bit for bit: x [150, 1100] is 660 KB,
+ * more than the float tiles take in one block of rows (x_rows_per_block), so the rows run in two
+ * blocks, each over several blocks of k steps; 40 outputs are a pair of panels and a part of one.
+ * The last row alone (in the second block when batched) must equal its batched result. */
+static void test_matmul_long_prompt(const char *variant) {
+    enum { N = 150, D = 40, K = 1100 };
+    float *x = malloc((size_t)N * K * sizeof *x), *wf = malloc((size_t)D * K * sizeof *wf);
+    float *y = malloc((size_t)N * D * sizeof *y), *r = malloc((size_t)N * D * sizeof *r);
+    void *w = malloc((size_t)48 * K * sizeof(float)), *sc = malloc((size_t)48 * K * sizeof(float)),
+         *mn = malloc((size_t)48 * K * sizeof(float));
+    fill(x, (size_t)N * K);
+    fill(wf, (size_t)D * K);
+    for (int wt = 0; wt < WT_COUNT; wt++) {
+        kern_mat m = make_weights(w, sc, mn, wf, D, K, wt, 32, KERN_F16);
+        kern_matmul(y, D, x, &m, N, D, K, 0, D);
+        kern_matmul_ref(r, D, x, &m, N, D, K, 0, D);
+        CHECK(memcmp(y, r, sizeof(float) * N * D) == 0, "%s %s: a %d-row prefill differs from the twin (%g)", variant,
+              wt_names[wt], N, max_err(y, r, (size_t)N * D));
+        kern_matmul(r, D, x + (size_t)(N - 1) * K, &m, 1, D, K, 0, D);
+        CHECK(memcmp(r, y + (size_t)(N - 1) * D, sizeof(float) * D) == 0, "%s %s: the last row alone differs", variant,
+              wt_names[wt]);
+    }
+    free(x), free(wf), free(y), free(r), free(w), free(sc), free(mn);
+}
+
 /* Prefill and decode of every weight type on a thread whose stack is 96 KiB (musl gives threads 128
  * KiB, and a session runs part of each forward call on its caller's thread): the kernels' large blocks
  * (99 KiB for the weight-only matmul) live in kern_scratch. Before they did, this crashed. */
@@ -789,6 +814,7 @@ int main(void) {
     int simd = strcmp(v, "portable") != 0;
     test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
     test_matmul_shifted(v, simd);
+    if (simd) test_matmul_long_prompt(v);
     test_small_stack(v);
     test_matmul_int(v, 1);
     if (strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_AMX), 1); /* the zmm vpdpbusd tiles too */
@@ -797,6 +823,7 @@ int main(void) {
     if (strstr(v, "avx512")) { /* the 256-bit float tiles too, and the ymm vpdpbusd where the CPU has it */
         const char *narrow = kern_limit(KERN_NO_AVX512);
         test_matmul(narrow, 1);
+        test_matmul_long_prompt(narrow);
         if (strstr(narrow, "vnni")) test_matmul_int(narrow, 1);
         test_attention(); /* the 256-bit attention */
         test_kv_store(narrow);

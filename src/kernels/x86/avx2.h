@@ -138,10 +138,10 @@ static inline float q4_xsum(const float *x, int b, int e) {
 
 /* Rows of a long group's sums kept at a time (the Q8/Q4 and integer tiles). */
 #define Q_ROWS 48
-/* Steps of a panel widened at a time for several rows (32 KiB of f32 on the stack per panel, two
- * panels for a variant's tiles: fewer blocks, fewer loads and stores of every tile's sums; DESIGN.md);
+/* Steps of a panel widened at a time for several rows (16 KiB of f32 in the kernel scratch per panel,
+ * two panels for a variant's tiles: they stay in a 48 KiB L1 while the tiles run; DESIGN.md);
  * the rows whose group sums are kept at a time are Q_ROWS (3 KiB). */
-#define Q_BLOCK 512
+#define Q_BLOCK 256
 
 /* A weight-only quantized matrix (Q8 or Q4) around its panels (avx2_float.c). */
 typedef struct qmat {

@@ -1,6 +1,6 @@
 /* kernels/x86/avx512_float.c: prefill's matmul with f32 activations, AVX-512F: a 16-row panel is
- * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 2 panels (12 accumulators);
- * every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
+ * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 4 panels (24 accumulators)
+ * over blocks widened to f32 in L1, or x 2 panels widening in registers below 16 rows; every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
  * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
  * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the
  * same order, and their decode by a GEMV on zmm (zq_gemv4; with VBMI, avx512_vbmi.c compiles this
@@ -18,86 +18,115 @@ static INLINE __m512 load16_bf16(const void *w, size_t i) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-#define WIDEN_BLOCK 512 /* steps per widened block: two panels, 64 KiB */
+#define WIDEN_STEPS 128 /* steps per block of four widened panels (32 KiB of f32, in L1) */
 #define WIDEN_ROWS 16   /* below this many rows the tiles widen in registers */
 
-/* tile: R rows (1..6) x P panels (1..2): R*P accumulators, from zero or (acc) from y; per kk P weight
- * loads, R broadcasts. */
-#define DEFINE_TILES(T)                                                                                           \
+/* tile: R rows (1..6) x P panels (1..4): R*P accumulators, from zero or (acc) from y; per kk P weight
+ * loads, R broadcasts (m[p]: panel p's columns). */
+#define DEFINE_TILES(T, PMAX)                                                                                     \
     static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off,     \
-                                size_t stride, int R, int P, __mmask16 m0, __mmask16 m1, int acc) {               \
-        __m512 a0[6], a1[6];                                                                                      \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                     \
-            a0[r] = acc ? _mm512_maskz_loadu_ps(m0, y + (size_t)r * ldy) : _mm512_setzero_ps();                   \
-            a1[r] = acc && P > 1 ? _mm512_maskz_loadu_ps(m1, y + (size_t)r * ldy + 16) : _mm512_setzero_ps();     \
-        }                                                                                                         \
+                                size_t stride, int R, int P, const __mmask16 *m, int acc) {                       \
+        __m512 a[6][4], wv[4];                                                                                    \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)                                                       \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                                   \
+                a[r][p] = acc ? _mm512_maskz_loadu_ps(m[p], y + (size_t)r * ldy + 16 * p) : _mm512_setzero_ps();  \
         for (int kk = 0; kk < k; kk++) {                                                                          \
-            __m512 w0 = load16_##T(w, off + (size_t)kk * 16);                                                     \
-            __m512 w1 = P > 1 ? load16_##T(w, off + stride + (size_t)kk * 16) : w0;                               \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                                   \
+                wv[p] = load16_##T(w, off + (size_t)p * stride + (size_t)kk * 16);                                \
             _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                 \
                 __m512 xb = _mm512_set1_ps(x[(size_t)r * ldx + kk]);                                              \
-                a0[r] = _mm512_fmadd_ps(xb, w0, a0[r]);                                                           \
-                if (P > 1) a1[r] = _mm512_fmadd_ps(xb, w1, a1[r]);                                                \
+                _Pragma("GCC unroll 4") for (int p = 0; p < P; p++) a[r][p] = _mm512_fmadd_ps(xb, wv[p], a[r][p]); \
             }                                                                                                     \
         }                                                                                                         \
-        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++) {                                                     \
-            _mm512_mask_storeu_ps(y + (size_t)r * ldy, m0, a0[r]);                                                \
-            if (P > 1) _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16, m1, a1[r]);                                \
-        }                                                                                                         \
+        _Pragma("GCC unroll 6") for (int r = 0; r < R; r++)                                                       \
+            _Pragma("GCC unroll 4") for (int p = 0; p < P; p++)                                                   \
+                _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16 * p, m[p], a[r][p]);                               \
     }                                                                                                             \
-    /* All n rows (stride ldx) over k steps against P panels, six rows at a time, the tail's row count            \
-     * known to the compiler. */                                                                                  \
+    /* All n rows (stride ldx) over k steps against P panels (1..PMAX), six rows at a time, the row and           \
+     * panel counts known to the compiler in every call. */                                                       \
     static void tiles_##T(float *y, int ldy, const float *x, int ldx, int n, int k, const void *w, size_t off,    \
-                          size_t stride, int P, __mmask16 m0, __mmask16 m1, int acc) {                            \
+                          size_t stride, int P, const __mmask16 *m, int acc) {                                    \
         int r = 0;                                                                                                \
-        for (; r + 6 <= n; r += 6)                                                                                \
-            if (P > 1) tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, stride, 6, 2, m0, m1, acc); \
-            else tile_##T(y + (size_t)r * ldy, ldy, x + (size_t)r * ldx, ldx, k, w, off, stride, 6, 1, m0, m1, acc);     \
-        y += (size_t)r * ldy, x += (size_t)r * ldx;                                                               \
-        switch ((n - r) * 2 + (P > 1)) {                                                                          \
-        case 11: tile_##T(y, ldy, x, ldx, k, w, off, stride, 5, 2, m0, m1, acc); break;                           \
-        case 10: tile_##T(y, ldy, x, ldx, k, w, off, stride, 5, 1, m0, m1, acc); break;                           \
-        case 9: tile_##T(y, ldy, x, ldx, k, w, off, stride, 4, 2, m0, m1, acc); break;                            \
-        case 8: tile_##T(y, ldy, x, ldx, k, w, off, stride, 4, 1, m0, m1, acc); break;                            \
-        case 7: tile_##T(y, ldy, x, ldx, k, w, off, stride, 3, 2, m0, m1, acc); break;                            \
-        case 6: tile_##T(y, ldy, x, ldx, k, w, off, stride, 3, 1, m0, m1, acc); break;                            \
-        case 5: tile_##T(y, ldy, x, ldx, k, w, off, stride, 2, 2, m0, m1, acc); break;                            \
-        case 4: tile_##T(y, ldy, x, ldx, k, w, off, stride, 2, 1, m0, m1, acc); break;                            \
-        case 3: tile_##T(y, ldy, x, ldx, k, w, off, stride, 1, 2, m0, m1, acc); break;                            \
-        case 2: tile_##T(y, ldy, x, ldx, k, w, off, stride, 1, 1, m0, m1, acc); break;                            \
+        for (; r < n; r += 6) {                                                                                   \
+            float *yr = y + (size_t)r * ldy;                                                                      \
+            const float *xr = x + (size_t)r * ldx;                                                                \
+            switch ((n - r < 6 ? n - r : 6) * 4 + P - 1) {                                                        \
+            TILE_CASES(T, PMAX, 6) TILE_CASES(T, PMAX, 5) TILE_CASES(T, PMAX, 4)                                  \
+            TILE_CASES(T, PMAX, 3) TILE_CASES(T, PMAX, 2) TILE_CASES(T, PMAX, 1)                                  \
+            }                                                                                                     \
         }                                                                                                         \
     }                                                                                                             \
-    /* the steps [kb, kb + len) of P panels widened to f32: blk[P][WIDEN_BLOCK][16] */                            \
-    static __attribute__((unused)) void widen_##T(float *blk, const void *w, size_t off, size_t stride, int P,    \
-                                                  int kb, int len) {                                              \
+    /* the steps [kb, kb + len) of P panels widened to f32: blk[P][steps][16] */                                  \
+    static __attribute__((unused)) void widen_##T(float *blk, int steps, const void *w, size_t off, size_t stride, \
+                                                  int P, int kb, int len) {                                       \
         for (int p = 0; p < P; p++)                                                                               \
             for (int kk = 0; kk < len; kk++)                                                                      \
-                _mm512_store_ps(blk + ((size_t)p * WIDEN_BLOCK + (size_t)kk) * KERN_PANEL,                        \
+                _mm512_store_ps(blk + ((size_t)p * steps + (size_t)kk) * KERN_PANEL,                              \
                                 load16_##T(w, off + (size_t)p * stride + (size_t)(kb + kk) * KERN_PANEL));        \
     }
+/* the cases of R rows and 1..PMAX panels (a case for more panels than PMAX is left out) */
+#define TILE_CASE(T, PMAX, R, P)                                                                                  \
+    case R * 4 + P - 1:                                                                                           \
+        if (P <= PMAX) tile_##T(yr, ldy, xr, ldx, k, w, off, stride, R, P, m, acc);                               \
+        break;
+#define TILE_CASES(T, PMAX, R)                                                                                    \
+    TILE_CASE(T, PMAX, R, 1) TILE_CASE(T, PMAX, R, 2) TILE_CASE(T, PMAX, R, 3) TILE_CASE(T, PMAX, R, 4)
 
-DEFINE_TILES(f32)
-DEFINE_TILES(f16)
-DEFINE_TILES(bf16)
+DEFINE_TILES(f32, 4)
+DEFINE_TILES(f16, 2)
+DEFINE_TILES(bf16, 2)
 
-/* f16 and bf16 prefill from WIDEN_ROWS rows on: each block of WIDEN_BLOCK steps of the panels is widened
- * to f32 once (blk) and the f32 tiles run every row over it, each output's sum carried in y from block
- * to block (stored and loaded as the f32 it is, so every output is still one FMA chain over k in
- * order). Widening in the tiles instead converts every weight once per six rows: one conversion per
- * six FMAs, which a 512-bit conversion on 256-bit pipes (Zen 4) makes cost about a seventh. */
-static void widened(void (*widen)(float *, const void *, size_t, size_t, int, int, int), float *blk, float *y,
-                    int ldy, const float *x, int n, int k, const void *w, size_t off, size_t stride, int P,
-                    __mmask16 m0, __mmask16 m1) {
-    for (int kb = 0; kb < k; kb += WIDEN_BLOCK) {
-        int len = k - kb < WIDEN_BLOCK ? k - kb : WIDEN_BLOCK;
-        widen(blk, w, off, stride, P, kb, len);
-        tiles_f32(y, ldy, x + kb, k, n, len, blk, 0, (size_t)WIDEN_BLOCK * KERN_PANEL, P, m0, m1, kb > 0);
+/* Prefill from WIDEN_ROWS rows on: up to four panels at a time (24 accumulators: four weight loads
+ * and six broadcasts per 24 FMAs, where two panels took two and six per 12), in blocks of
+ * 4 * WIDEN_STEPS / P steps of the P panels (32 KiB of f32, which stay in L1 while the tiles run every
+ * row over them; whole panels, k deep, came from L2 and ran the tiles a tenth slower). f16 and bf16
+ * are widened to f32 once per block (blk); f32 is read where it is (widen NULL). Each output's sum
+ * is carried in y from block to block (stored and loaded as the f32 it is, so every output is still
+ * one FMA chain over k in order). Widening in the tiles instead converts every weight once per six
+ * rows: one conversion per six FMAs, which a 512-bit conversion on 256-bit pipes (Zen 4) makes cost
+ * about a seventh.
+ * The weights of the next block (the next panels' first after the last) are fetched into L2 a few
+ * lines per tile while the tiles run: read when its turn came, a block's first touch of memory
+ * stalled the widening (an eighth of f16 prefill's time on an Intel Xeon). es: bytes per weight. */
+static void blocked(void (*widen)(float *, int, const void *, size_t, size_t, int, int, int), size_t es, float *blk,
+                    float *y, int ldy, const float *x, int n, int k, const void *w, size_t off, size_t stride, int P,
+                    const __mmask16 *m) {
+    const int tiles = (n + 5) / 6, steps = 4 * WIDEN_STEPS / P;
+    for (int kb = 0; kb < k; kb += steps) {
+        int len = k - kb < steps ? k - kb : steps;
+        size_t next = kb + len < k ? off + (size_t)(kb + len) * KERN_PANEL : off + (size_t)P * stride;
+        int next_len = kb + len < k ? (k - kb - len < steps ? k - kb - len : steps) : steps;
+        size_t lines = (size_t)next_len * KERN_PANEL * es / 64, per_tile = (lines + tiles - 1) / tiles;
+        if (widen) widen(blk, steps, w, off, stride, P, kb, len);
+        const float *wb = widen ? blk : w;
+        size_t wo = widen ? 0 : off + (size_t)kb * KERN_PANEL, ws = widen ? (size_t)steps * KERN_PANEL : stride;
+        size_t line = 0;
+        for (int r = 0; r < n; r += 6) {
+            int rows = n - r < 12 ? n - r : 6; /* the last tile takes the tail's rows */
+            tiles_f32(y + (size_t)r * ldy, ldy, x + (size_t)r * k + kb, k, rows, len, wb, wo, ws, P, m, kb > 0);
+            for (size_t e = line + per_tile; line < e && line < lines; line++)
+                for (int p = 0; p < P; p++)
+                    _mm_prefetch((const char *)w + (next + (size_t)p * stride) * es + line * 64, _MM_HINT_T1);
+            if (rows > 6) break;
+        }
     }
 }
 
-_Static_assert(2 * WIDEN_BLOCK * KERN_PANEL * sizeof(float) <= KERN_SCRATCH_BYTES, "the scratch holds a block");
+_Static_assert(4 * WIDEN_STEPS * KERN_PANEL * sizeof(float) <= KERN_SCRATCH_BYTES, "the scratch holds a block");
 
-#define DEFINE_MATMUL(T, WIDEN)                                                                                   \
+#ifndef X_BLOCK_BYTES
+#define X_BLOCK_BYTES (512 * 1024)
+#endif
+/* Rows per block of x: every panel runs over one block of rows before the next block, so the block
+ * (at most X_BLOCK_BYTES, a quarter of a 2 MiB L2) is read from L2 by every panel, not from L3.
+ * Blocks of equal size, multiples of six rows (a tile). */
+static int x_rows_per_block(int n, int k) {
+    size_t bytes = (size_t)n * k * sizeof(float);
+    int blocks = (int)((bytes + X_BLOCK_BYTES - 1) / X_BLOCK_BYTES), rb = (n + blocks - 1) / blocks;
+    return (rb + 5) / 6 * 6;
+}
+
+#define DEFINE_MATMUL(T, WIDEN, ES)                                                                                   \
     void kern_avx512_matmul_##T(float *y, int ldy, const float *x, const kern_mat *m, int n, int d, int k, int ob,  \
                                 int oe) {                                                                         \
         (void)d;                                                                                                  \
@@ -107,22 +136,29 @@ _Static_assert(2 * WIDEN_BLOCK * KERN_PANEL * sizeof(float) <= KERN_SCRATCH_BYTE
             kern_avx2_matmul_##T(y, ldy, x, m, n, d, k, ob, oe);                                                  \
             return;                                                                                               \
         }                                                                                                         \
-        /* the widened blocks (64 KiB) in this thread's scratch, not on its stack; without it, in the tiles */   \
+        /* the widened blocks (32 KiB) in this thread's scratch, not on its stack */                             \
         float *blk = WIDEN && n >= WIDEN_ROWS ? kern_scratch() : NULL;                                            \
-        int p0 = ob;                                                                                              \
-        while (p0 < oe) {                                                                                         \
-            int left = oe - p0, P = left > KERN_PANEL ? 2 : 1;                                                    \
-            __mmask16 m0 = cols_mask(left), m1 = cols_mask(left - KERN_PANEL);                                    \
-            size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                                      \
-            if (blk) widened(widen_##T, blk, y + p0, ldy, x, n, k, w, off, stride, P, m0, m1);                   \
-            else tiles_##T(y + p0, ldy, x, k, n, k, w, off, stride, P, m0, m1, 0);                                \
-            p0 += P * KERN_PANEL;                                                                                 \
+        int rb = x_rows_per_block(n, k);                                                                          \
+        for (int r0 = 0; r0 < n; r0 += rb) {                                                                      \
+            int nr = n - r0 < rb ? n - r0 : rb;                                                                   \
+            const float *xr = x + (size_t)r0 * k;                                                                 \
+            float *yr = y + (size_t)r0 * ldy;                                                                     \
+            for (int p0 = ob; p0 < oe;) {                                                                         \
+                int left = oe - p0, most = n >= WIDEN_ROWS ? 4 : 2, P = (left + KERN_PANEL - 1) / KERN_PANEL;    \
+                P = P < most ? P : most;                                                                          \
+                __mmask16 mk[4];                                                                                  \
+                for (int p = 0; p < 4; p++) mk[p] = cols_mask(left - p * KERN_PANEL);                            \
+                size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                                  \
+                if (n >= WIDEN_ROWS) blocked(WIDEN ? widen_##T : NULL, ES, blk, yr + p0, ldy, xr, nr, k, w, off, stride, P, mk); \
+                else tiles_##T(yr + p0, ldy, xr, k, nr, k, w, off, stride, P, mk, 0);                             \
+                p0 += P * KERN_PANEL;                                                                             \
+            }                                                                                                     \
         }                                                                                                         \
     }
 
-DEFINE_MATMUL(f32, 0)
-DEFINE_MATMUL(f16, 1)
-DEFINE_MATMUL(bf16, 1)
+DEFINE_MATMUL(f32, 0, 4)
+DEFINE_MATMUL(f16, 1, 2)
+DEFINE_MATMUL(bf16, 1, 2)
 #endif
 
 /* Q4's correction of a group's sums (avx2_float.c's q4_fix_pair on one register): rows 8..15 summed
