@@ -1,6 +1,7 @@
 /* kernels/x86/avx512_float.c: prefill's matmul with f32 activations, AVX-512F: a 16-row panel is
  * one zmm register. f32, f16 or bf16 weights: tiles of up to 6 rows x 4 panels (24 accumulators)
- * over blocks widened to f32 in L1, or x 2 panels widening in registers below 16 rows; every output is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
+ * over blocks widened to f32 in L1, or x 2 panels widening in registers below 16 rows; every output
+ * is one FMA chain over k in order, as in the AVX2 kernel and the twin. Weight-only Q8
  * and Q4: avx2_float.c's blocks widened to f32, multiplied here by tiles of up to 6 rows x 2 panels
  * (whole groups) or 12 rows (long groups, as 8w's one per row) with the same float operations in the
  * same order, and their decode by a GEMV on zmm (zq_gemv4; with VBMI, avx512_vbmi.c compiles this
@@ -114,9 +115,7 @@ static void blocked(void (*widen)(float *, int, const void *, size_t, size_t, in
 
 _Static_assert(4 * WIDEN_STEPS * KERN_PANEL * sizeof(float) <= KERN_SCRATCH_BYTES, "the scratch holds a block");
 
-#ifndef X_BLOCK_BYTES
 #define X_BLOCK_BYTES (512 * 1024)
-#endif
 /* Rows per block of x: every panel runs over one block of rows before the next block, so the block
  * (at most X_BLOCK_BYTES, a quarter of a 2 MiB L2) is read from L2 by every panel, not from L3.
  * Blocks of equal size, multiples of six rows (a tile). */
@@ -136,20 +135,21 @@ static int x_rows_per_block(int n, int k) {
             kern_avx2_matmul_##T(y, ldy, x, m, n, d, k, ob, oe);                                                  \
             return;                                                                                               \
         }                                                                                                         \
-        /* the widened blocks (32 KiB) in this thread's scratch, not on its stack */                             \
+        /* the widened blocks (32 KiB) in this thread's scratch, not on its stack; without it, in the tiles */   \
         float *blk = WIDEN && n >= WIDEN_ROWS ? kern_scratch() : NULL;                                            \
+        int wide = n >= WIDEN_ROWS && (blk || !WIDEN); /* four panels at a time over blocks */                   \
         int rb = x_rows_per_block(n, k);                                                                          \
         for (int r0 = 0; r0 < n; r0 += rb) {                                                                      \
             int nr = n - r0 < rb ? n - r0 : rb;                                                                   \
             const float *xr = x + (size_t)r0 * k;                                                                 \
             float *yr = y + (size_t)r0 * ldy;                                                                     \
             for (int p0 = ob; p0 < oe;) {                                                                         \
-                int left = oe - p0, most = n >= WIDEN_ROWS ? 4 : 2, P = (left + KERN_PANEL - 1) / KERN_PANEL;    \
+                int left = oe - p0, most = wide ? 4 : 2, P = (left + KERN_PANEL - 1) / KERN_PANEL;               \
                 P = P < most ? P : most;                                                                          \
                 __mmask16 mk[4];                                                                                  \
                 for (int p = 0; p < 4; p++) mk[p] = cols_mask(left - p * KERN_PANEL);                            \
                 size_t off = (size_t)(p0 / KERN_PANEL) * stride;                                                  \
-                if (n >= WIDEN_ROWS) blocked(WIDEN ? widen_##T : NULL, ES, blk, yr + p0, ldy, xr, nr, k, w, off, stride, P, mk); \
+                if (wide) blocked(WIDEN ? widen_##T : NULL, ES, blk, yr + p0, ldy, xr, nr, k, w, off, stride, P, mk); \
                 else tiles_##T(yr + p0, ldy, xr, k, nr, k, w, off, stride, P, mk, 0);                             \
                 p0 += P * KERN_PANEL;                                                                             \
             }                                                                                                     \
