@@ -6,6 +6,7 @@
  * own. The models are small so that every k can be tried (a few thousand allocations each).
  * Every error must be ETCH_ERR_NOMEM, and a failure an operation absorbs (PCRE2's optional JIT
  * compilation) must leave its result unchanged: the same output file, tokens and text. */
+#include "base/base.h"
 #include "check.h"
 #include "etch.h"
 
@@ -144,6 +145,35 @@ static etch_status op_tokenizer(void) {
     return st;
 }
 
+/* base_calloc_lines through the installed allocator: on a cache line, zeroed, one block freed by
+ * base_free_lines, NULL when its one allocation fails or the size overflows. Sizes of every residue
+ * mod 64 move the allocator's addresses about. */
+static void lines_alloc(void) {
+    long misaligned = 0, dirty = 0;
+    for (size_t n = 1; n <= 200; n++) {
+        A.calls = 0, A.live = 0, A.fail_at = 0;
+        uint8_t *p = base_calloc_lines(n, 3);
+        if (!p) {
+            CHECK(0, "base_calloc_lines(%zu, 3) failed", n);
+            continue;
+        }
+        misaligned += (uintptr_t)p % 64 != 0;
+        for (size_t i = 0; i < 3 * n; i++) dirty += p[i] != 0;
+        memset(p, 0xAB, 3 * n); /* the whole size is writable (ASan checks the bounds) */
+        CHECK(A.live == 1 && A.calls == 1, "base_calloc_lines(%zu): %ld blocks from %ld calls", n, A.live, A.calls);
+        base_free_lines(p);
+        CHECK(A.live == 0, "base_free_lines(%zu bytes) left %ld blocks", 3 * n, A.live);
+    }
+    CHECK(misaligned == 0, "%ld of 200 base_calloc_lines blocks are not on a 64-byte line", misaligned);
+    CHECK(dirty == 0, "%ld bytes of base_calloc_lines blocks not zeroed", dirty);
+    A.calls = 0, A.live = 0, A.fail_at = 1;
+    CHECK(base_calloc_lines(100, 4) == NULL && A.live == 0, "base_calloc_lines with its allocation failing");
+    A.fail_at = 0;
+    CHECK(base_calloc_lines(SIZE_MAX / 2, 4) == NULL && A.live == 0, "base_calloc_lines with an overflowing size");
+    base_free_lines(NULL);
+    printf("base_calloc_lines: 200 sizes on 64-byte lines, zeroed, freed; failures return NULL\n");
+}
+
 /* Fails the k-th allocation for k = 1, 2, ... until the operation no longer reaches k. */
 static void every_k(const char *name, etch_status (*op)(void)) {
     A.fail_at = 0, A.calls = 0, A.live = 0, sig = 0;
@@ -206,6 +236,7 @@ int main(void) {
     run_path = qprog;
     every_k("open, session, generate on an a8w8 program", op_run);
     every_k("tokenizer.json encode and decode", op_tokenizer);
+    lines_alloc();
     etch_set_allocator(NULL, NULL);
     /* Back on malloc: everything still works. */
     CHECK(op_run() == ETCH_OK, "after restoring the C library's allocator");

@@ -109,6 +109,25 @@ void base_free(void *p) {
     else alloc_fn(alloc_ud, p, 0);
 }
 
+/* The allocation base_malloc returned sits in the pointer-sized slot just below the aligned address. */
+void *base_calloc_lines(size_t n, size_t size) {
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - 64 - sizeof(void *)) return counted(NULL);
+    uint8_t *raw = base_malloc(bytes + 64 + sizeof(void *));
+    if (!raw) return NULL;
+    uintptr_t at = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+    memcpy((void *)(at - sizeof(void *)), &raw, sizeof raw);
+    memset((void *)at, 0, bytes);
+    return (void *)at;
+}
+
+void base_free_lines(void *p) {
+    if (!p) return;
+    void *raw;
+    memcpy(&raw, (uint8_t *)p - sizeof raw, sizeof raw);
+    base_free(raw);
+}
+
 #if defined(MADV_HUGEPAGE) || defined(MADV_NOHUGEPAGE)
 /* madvise over the whole blocks of `block` bytes (a power of two) inside [p, p + bytes) */
 static void advise_blocks(void *p, size_t bytes, uintptr_t block, int advice) {

@@ -17,6 +17,11 @@ void *base_malloc(size_t n);
 void *base_calloc(size_t n, size_t size);
 void *base_realloc(void *p, size_t n);
 void base_free(void *p);
+/* n * size zeroed bytes at an address that is a multiple of 64 (a cache line), for buffers whose
+ * rows kernels load in pieces a line could split (AMX's tile loads of int8 activations), wherever
+ * the allocator happens to place them. Freed by base_free_lines only. */
+void *base_calloc_lines(size_t n, size_t size);
+void base_free_lines(void *p);
 char *base_strdup(const char *s);
 char *base_strndup(const char *s, size_t n);
 /* How many allocations have failed on this thread so far: code that calls a library which reports
