@@ -109,15 +109,16 @@ void base_free(void *p) {
     else alloc_fn(alloc_ud, p, 0);
 }
 
-/* The allocation base_malloc returned sits in the pointer-sized slot just below the aligned address. */
+/* The allocation base_calloc returned sits in the pointer-sized slot just below the aligned address.
+ * base_calloc, not malloc and memset: the C library's calloc leaves a large block's fresh pages
+ * untouched, so a KV cache stays unresident until positions are written. */
 void *base_calloc_lines(size_t n, size_t size) {
     size_t bytes;
     if (__builtin_mul_overflow(n, size, &bytes) || bytes > SIZE_MAX - 64 - sizeof(void *)) return counted(NULL);
-    uint8_t *raw = base_malloc(bytes + 64 + sizeof(void *));
+    uint8_t *raw = base_calloc(bytes + 64 + sizeof(void *), 1);
     if (!raw) return NULL;
     uintptr_t at = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
     memcpy((void *)(at - sizeof(void *)), &raw, sizeof raw);
-    memset((void *)at, 0, bytes);
     return (void *)at;
 }
 

@@ -54,7 +54,7 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
     };
     for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
         if (!plan[i].n) continue; /* not needed: stays NULL */
-        *plan[i].p = base_calloc(plan[i].n, sizeof(float));
+        *plan[i].p = base_calloc_lines(plan[i].n, sizeof(float));
         if (!*plan[i].p) {
             model_state_free(s);
             return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of session state",
@@ -62,8 +62,8 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         }
         s->bytes += plan[i].n * sizeof(float);
     }
-    s->k_cache = base_calloc(cache_rows * kv_dim, es);
-    s->v_cache = base_calloc(cache_rows * kv_dim, es);
+    s->k_cache = base_calloc_lines(cache_rows * kv_dim, es);
+    s->v_cache = base_calloc_lines(cache_rows * kv_dim, es);
     if (!s->k_cache || !s->v_cache) {
         model_state_free(s);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate %zu bytes of KV cache", 2 * cache_rows * kv_dim * es);
@@ -95,10 +95,11 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
 
 void model_state_free(model_state *s) {
     if (!s) return;
-    base_free(s->x), base_free(s->xb), base_free(s->q), base_free(s->proj), base_free(s->hb), base_free(s->hb2), base_free(s->scores);
-    base_free(s->k_tmp), base_free(s->v_tmp), base_free(s->rope), base_free(s->rope_local), base_free(s->k_cache), base_free(s->v_cache), base_free(s->kv_off);
-    base_free(s->k_scale), base_free(s->v_scale);
-    base_free_lines(s->qx.pairs), base_free(s->qx.scale), base_free(s->qx.zero), base_free_lines(s->qx.psum);
+    float **lines[] = {&s->x,     &s->xb,   &s->q,    &s->proj,       &s->hb,      &s->hb2,     &s->scores,
+                       &s->k_tmp, &s->v_tmp, &s->rope, &s->rope_local, &s->k_scale, &s->v_scale, &s->qx.scale};
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) base_free_lines(*lines[i]);
+    base_free_lines(s->k_cache), base_free_lines(s->v_cache), base_free(s->kv_off);
+    base_free_lines(s->qx.pairs), base_free(s->qx.zero), base_free_lines(s->qx.psum);
     base_free_lines(s->qx.bytes);
     memset(s, 0, sizeof *s);
 }
