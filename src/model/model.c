@@ -77,8 +77,9 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
     s->bytes += 2 * cache_rows * kv_dim * es;
     if (c->int_dot) { /* int8 activations, as pairs of int16 per word, and each row's zero point */
         size_t widest = widest_in(c);
-        /* on cache lines: AMX loads a group's 32 bytes of 16 rows as a tile, and a row that starts
-         * 16 or 48 bytes into a line splits every other group's load in two (8da4w prefill 0.92x) */
+        /* on cache lines, as every session buffer: AMX loads a group's 32 bytes of 16 rows as a
+         * tile, and a row 16 or 48 bytes into a line splits every other group's load in two
+         * (DESIGN.md, "Memory") */
         s->qx.pairs = base_calloc_lines(rows * (widest / 2 + 1), sizeof *s->qx.pairs);
         s->qx.psum = base_calloc_lines(rows * (widest / 2 + 1), sizeof *s->qx.psum);
         s->qx.bytes = base_calloc_lines(rows * (widest / 2 + 1), sizeof *s->qx.bytes);
