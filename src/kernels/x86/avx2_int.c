@@ -169,7 +169,8 @@ static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy
             if (type == KERN_I4) i4_gemv4(y + p0, x, &m, p0 / KERN_PANEL);
             else i8_gemv4(y + p0, x, &m, p0 / KERN_PANEL);
         }
-    int16_t blk[I_BLOCK * 32] __attribute__((aligned(32)));
+    /* on a cache line: its quad steps are 64-byte rows, AMX's B tile rows and zmm loads */
+    int16_t blk[I_BLOCK * 32] __attribute__((aligned(64)));
     int32_t carry[Q_ROWS * 16];
     int per = m.group / 2 <= I_BLOCK ? I_BLOCK / (m.group / 2) : 0; /* whole groups per block, or 0: long groups */
     for (; p0 < oe; p0 += KERN_PANEL) {
