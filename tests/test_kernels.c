@@ -562,17 +562,22 @@ static void test_attention_case(int kv_type, int window, int ring, float score_d
 
 static void test_attention(void) {
     for (int t = KERN_KV_F32; t <= KERN_KV_Q8; t++) {
-        /* 11 rows after 9, two heads per KV head: five blocks of four queries and one of two */
+        /* 11 rows after 9, two heads per KV head: a block of 16 queries (four micro-blocks of four)
+         * and one of six (four and two) */
         test_attention_case(t, 0, 0, sqrtf(32.0f), 9, 11);
         test_attention_case(t, 4, 0, sqrtf(32.0f), 9, 11);
         test_attention_case(t, 4, 1, 3.0f, 9, 11);  /* a ring of 14 rows that the 20 positions wrap around */
         test_attention_case(t, 1, 1, 2.0f, 9, 11);  /* each query sees only itself */
         test_attention_case(t, 7, 1, 4.0f, 9, 11);
         /* 45 rows after 150: spans of up to 195 keys, past the micro-kernels' KS keys at a time with
-         * keys left over, and a block of two queries at the end */
+         * keys left over, and a micro-block of two queries at the end */
         test_attention_case(t, 0, 0, sqrtf(32.0f), 150, 45);
         test_attention_case(t, 70, 0, sqrtf(32.0f), 150, 45); /* long windows */
         test_attention_case(t, 70, 1, 3.0f, 150, 45);         /* a ring of 114 rows: two runs of many keys */
+        /* spans of up to 1,121 keys: past a tile of keys (32 KiB of rows: 256 to 1,024 keys at
+         * head_dim 32) for every cache type, and a ring whose two runs each span tiles */
+        test_attention_case(t, 0, 0, sqrtf(32.0f), 1100, 21);
+        test_attention_case(t, 700, 1, 3.0f, 1100, 21);
     }
 }
 

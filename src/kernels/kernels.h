@@ -259,7 +259,7 @@ void kern_kv_store_ref(const kern_kv *kv, const float *k, const float *v, int n,
  * A Q8 score is (q . k_int) * k_scale / score_div, and a value row weighs softmax weight * v_scale.
  * Keys are summed in position order whatever the ring's rotation, so a query's result depends only on
  * its own keys: batched and one-token prefill agree exactly, windowed or not. */
-#define KERN_ATT_BLOCK 4 /* queries of one KV head that attention takes together (its scratch rows) */
+#define KERN_ATT_BLOCK 16 /* queries of one KV head that attention takes together (its scratch rows) */
 void kern_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                     float *scores, int h_begin, int h_end);
 void kern_attention_ref(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,

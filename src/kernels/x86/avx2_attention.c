@@ -1,5 +1,7 @@
-/* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: blocks of up to
- * four queries that share a KV head read each K and V row once. avx512_attention.c compiles this file again with ATT_ZMM: the same loops on 16 lanes.
+/* kernels/x86/avx2_attention.c: causal attention over the KV cache, AVX2 + FMA: micro-blocks of up
+ * to four queries that share a KV head read each K and V row once, and blocks of four micro-blocks
+ * read the keys tile by tile, each tile once per block. avx512_attention.c compiles this file again
+ * with ATT_ZMM: the same loops on 16 lanes.
  * Each variant sums a score over its lanes and then across them, so it agrees with kern_attention_ref
  * to rounding; within a variant, a query's result depends only on its own keys (batched and one-token
  * prefill agree exactly). An f16 or Q8 cache is widened in registers as it is read (kv_load), each
@@ -165,31 +167,88 @@ static INLINE void av_keys(int kt, int R, const float *w, size_t sc_stride, cons
         }
 }
 
-/* R queries (1..4) that read the same KV head, whether rows of the chunk or heads of a grouped-query
- * group: each K and V row loaded once serves all of them. Query i sees the keys at score indices
- * lo[i] .. hi[i] of the block's span (one or two runs of cache rows: two when it wraps around a ring);
- * its softmax covers exactly those, and the other keys get weight 0, which leaves its sums unchanged:
- * a query's result does not depend on the block it shares. The cache is of type kt, one KV head's rows
- * (kbase, vbase: its row 0, rows hd values apart); a Q8 cache's scales are ks[row], vs[row]. */
-static INLINE void att_block(int kt, int R, const float *const *q, float *const *out, const int *lo, const int *hi,
+#define ATT_MICRO 4             /* queries per micro-kernel call (qk_keys, av_keys) */
+#define ATT_TILE_BYTES (32 << 10) /* keys per tile: K or V rows that stay in L1 for every micro-block */
+
+/* qk_keys and av_keys with R, the micro-block's queries, known to the compiler. */
+static INLINE void qk_micro(int kt, int R, const float *const *q, const void *kbase, size_t k0, const float *ksr, int count,
+                            int hd, float div, float *s0, size_t sc_stride) {
+    switch (R) {
+    case 4: qk_keys(kt, 4, q, kbase, k0, ksr, count, hd, div, s0, sc_stride); break;
+    case 3: qk_keys(kt, 3, q, kbase, k0, ksr, count, hd, div, s0, sc_stride); break;
+    case 2: qk_keys(kt, 2, q, kbase, k0, ksr, count, hd, div, s0, sc_stride); break;
+    default: qk_keys(kt, 1, q, kbase, k0, ksr, count, hd, div, s0, sc_stride); break;
+    }
+}
+static INLINE void av_micro(int kt, int R, const float *w, size_t sc_stride, const void *vbase, size_t v0, int count, int hd,
+                            float *const *out) {
+    switch (R) {
+    case 4: av_keys(kt, 4, w, sc_stride, vbase, v0, count, hd, out); break;
+    case 3: av_keys(kt, 3, w, sc_stride, vbase, v0, count, hd, out); break;
+    case 2: av_keys(kt, 2, w, sc_stride, vbase, v0, count, hd, out); break;
+    default: av_keys(kt, 1, w, sc_stride, vbase, v0, count, hd, out); break;
+    }
+}
+
+/* Q queries (1..KERN_ATT_BLOCK) that read the same KV head, whether rows of the chunk or heads of a
+ * grouped-query group, in micro-blocks of ATT_MICRO: each K and V row loaded once serves a
+ * micro-block, and the keys go in tiles that every micro-block reads in turn, so that a long span
+ * leaves L1 once per block rather than once per micro-block. Query i sees the keys at score indices
+ * lo[i] .. hi[i] of the block's span (one or two runs of cache rows: two when it wraps around a
+ * ring); its softmax covers exactly those, and the other keys of its micro-block get weight 0, which
+ * leaves its sums unchanged: a query's result depends neither on the block it shares nor on the
+ * tiles (a score is its own sum; an output lane one FMA chain over the keys in order, carried in out
+ * from tile to tile). The cache is of type kt, one KV head's rows (kbase, vbase: its row 0, rows hd
+ * values apart); a Q8 cache's scales are ks[row], vs[row]. sc holds Q score rows, sc_stride apart. */
+static INLINE void att_block(int kt, int Q, const float *const *q, float *const *out, const int *lo, const int *hi,
                              const att_run *runs, int n_runs, const void *kbase, const void *vbase, const float *ks,
                              const float *vs, int hd, float div, float *sc, size_t sc_stride) {
-    int span = 0;
-    for (int r = 0; r < R; r++) span = hi[r] + 1 > span ? hi[r] + 1 : span;
+    enum { M = KERN_ATT_BLOCK / ATT_MICRO };
+    int nm = (Q + ATT_MICRO - 1) / ATT_MICRO, mlo[M], mhi[M], mq[M]; /* micro-block m: its keys, its queries */
+    for (int m = 0; m < nm; m++) {
+        mq[m] = Q - m * ATT_MICRO < ATT_MICRO ? Q - m * ATT_MICRO : ATT_MICRO;
+        mlo[m] = 1 << 30, mhi[m] = -1;
+        for (int r = m * ATT_MICRO; r < m * ATT_MICRO + mq[m]; r++)
+            mlo[m] = lo[r] < mlo[m] ? lo[r] : mlo[m], mhi[m] = hi[r] > mhi[m] ? hi[r] : mhi[m];
+    }
+    /* a lone micro-block (decode) reads each row once anyway: its keys in one piece */
+    int tile = nm == 1 ? 1 << 30 : ATT_TILE_BYTES / (hd * (int)kern_kv_size(kt)) / 16 * 16;
+    if (tile < 16) tile = 16;
     for (int g = 0; g < n_runs; g++)
-        qk_keys(kt, R, q, kbase, runs[g].row * (size_t)hd, kt == KERN_KV_Q8 ? ks + runs[g].row : NULL, runs[g].count, hd,
-                div, sc + runs[g].off, sc_stride);
-    for (int r = 0; r < R; r++) {
+        for (int a = runs[g].off; a < runs[g].off + runs[g].count; a += tile) {
+            int e = a + tile < runs[g].off + runs[g].count ? a + tile : runs[g].off + runs[g].count;
+            for (int m = 0; m < nm; m++) { /* score indices b0 .. b1-1 of this tile that micro-block m uses */
+                int b0 = a > mlo[m] ? a : mlo[m], b1 = e < mhi[m] + 1 ? e : mhi[m] + 1;
+                size_t row = runs[g].row + (size_t)(b0 - runs[g].off);
+                if (b0 < b1)
+                    qk_micro(kt, mq[m], q + m * ATT_MICRO, kbase, row * (size_t)hd, kt == KERN_KV_Q8 ? ks + row : NULL,
+                             b1 - b0, hd, div, sc + (size_t)m * ATT_MICRO * sc_stride + b0, sc_stride);
+            }
+        }
+    for (int r = 0; r < Q; r++) {
+        int m = r / ATT_MICRO;
         float *sr = sc + r * sc_stride;
         kern_softmax(sr + lo[r], hi[r] - lo[r] + 1);
-        for (int u = 0; u < lo[r]; u++) sr[u] = 0.0f;
-        for (int u = hi[r] + 1; u < span; u++) sr[u] = 0.0f;
-        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) /* a value row weighs its weight times its scale */
-            for (int u = 0; u < runs[g].count; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
+        for (int u = mlo[m]; u < lo[r]; u++) sr[u] = 0.0f;
+        for (int u = hi[r] + 1; u <= mhi[m]; u++) sr[u] = 0.0f;
+        for (int g = 0; kt == KERN_KV_Q8 && g < n_runs; g++) { /* a value row weighs its weight times its scale */
+            int u0 = mlo[m] - runs[g].off > 0 ? mlo[m] - runs[g].off : 0;
+            int u1 = mhi[m] + 1 - runs[g].off < runs[g].count ? mhi[m] + 1 - runs[g].off : runs[g].count;
+            for (int u = u0; u < u1; u++) sr[runs[g].off + u] *= vs[runs[g].row + (size_t)u];
+        }
         memset(out[r], 0, (size_t)hd * sizeof(float));
     }
-    for (int g = 0; g < n_runs; g++) /* the second run continues the first's sums in out */
-        av_keys(kt, R, sc + runs[g].off, sc_stride, vbase, runs[g].row * (size_t)hd, runs[g].count, hd, out);
+    for (int g = 0; g < n_runs; g++) /* tile after tile, a ring's second run after its first: the sums carry in out */
+        for (int a = runs[g].off; a < runs[g].off + runs[g].count; a += tile) {
+            int e = a + tile < runs[g].off + runs[g].count ? a + tile : runs[g].off + runs[g].count;
+            for (int m = 0; m < nm; m++) {
+                int b0 = a > mlo[m] ? a : mlo[m], b1 = e < mhi[m] + 1 ? e : mhi[m] + 1;
+                size_t row = runs[g].row + (size_t)(b0 - runs[g].off);
+                if (b0 < b1)
+                    av_micro(kt, mq[m], sc + (size_t)m * ATT_MICRO * sc_stride + b0, sc_stride, vbase, row * (size_t)hd,
+                             b1 - b0, hd, out + m * ATT_MICRO);
+            }
+        }
 }
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
@@ -232,14 +291,7 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
                 runs[1] = (att_run){C - slot, count - (C - slot), 0};
                 n_runs = 2;
             }
-#define ATT_R(R) att_block(kt, R, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride)
-            switch (Q) { /* the block size known to the compiler */
-            case 4: ATT_R(4); break;
-            case 3: ATT_R(3); break;
-            case 2: ATT_R(2); break;
-            default: ATT_R(1); break;
-            }
-#undef ATT_R
+            att_block(kt, Q, qs, os, lo, hi, runs, n_runs, kbase, vbase, ks, vs, hd, as->score_div, scores, sc_stride);
         }
     }
 }
