@@ -190,6 +190,30 @@ static INLINE void av_micro(int kt, int R, const float *w, size_t sc_stride, con
     }
 }
 
+/* One pass of a block over its span: the scores (values = 0) or the value sums (values = 1). Tile
+ * after tile, a ring's second run after its first, each tile clipped to the keys of every
+ * micro-block m in turn (mq[m] queries, score indices mlo[m] .. mhi[m]); value sums carry in out
+ * from tile to tile. */
+static INLINE void att_tiles(int kt, int values, int nm, const int *mq, const int *mlo, const int *mhi, int tile,
+                             const att_run *runs, int n_runs, const float *const *q, float *const *out,
+                             const void *kbase, const void *vbase, const float *ks, int hd, float div, float *sc,
+                             size_t sc_stride) {
+    for (int g = 0; g < n_runs; g++)
+        for (int a = runs[g].off; a < runs[g].off + runs[g].count; a += tile) {
+            int e = a + tile < runs[g].off + runs[g].count ? a + tile : runs[g].off + runs[g].count;
+            for (int m = 0; m < nm; m++) {
+                int b0 = a > mlo[m] ? a : mlo[m], b1 = e < mhi[m] + 1 ? e : mhi[m] + 1;
+                size_t row = runs[g].row + (size_t)(b0 - runs[g].off);
+                float *s0 = sc + (size_t)m * ATT_MICRO * sc_stride + b0;
+                if (b0 >= b1) continue;
+                if (values) av_micro(kt, mq[m], s0, sc_stride, vbase, row * (size_t)hd, b1 - b0, hd, out + m * ATT_MICRO);
+                else
+                    qk_micro(kt, mq[m], q + m * ATT_MICRO, kbase, row * (size_t)hd, kt == KERN_KV_Q8 ? ks + row : NULL,
+                             b1 - b0, hd, div, s0, sc_stride);
+            }
+        }
+}
+
 /* Q queries (1..KERN_ATT_BLOCK) that read the same KV head, whether rows of the chunk or heads of a
  * grouped-query group, in micro-blocks of ATT_MICRO: each K and V row loaded once serves a
  * micro-block, and the keys go in tiles that every micro-block reads in turn, so that a long span
@@ -214,17 +238,7 @@ static INLINE void att_block(int kt, int Q, const float *const *q, float *const 
     /* a lone micro-block (decode) reads each row once anyway: its keys in one piece */
     int tile = nm == 1 ? 1 << 30 : ATT_TILE_BYTES / (hd * (int)kern_kv_size(kt)) / 16 * 16;
     if (tile < 16) tile = 16;
-    for (int g = 0; g < n_runs; g++)
-        for (int a = runs[g].off; a < runs[g].off + runs[g].count; a += tile) {
-            int e = a + tile < runs[g].off + runs[g].count ? a + tile : runs[g].off + runs[g].count;
-            for (int m = 0; m < nm; m++) { /* score indices b0 .. b1-1 of this tile that micro-block m uses */
-                int b0 = a > mlo[m] ? a : mlo[m], b1 = e < mhi[m] + 1 ? e : mhi[m] + 1;
-                size_t row = runs[g].row + (size_t)(b0 - runs[g].off);
-                if (b0 < b1)
-                    qk_micro(kt, mq[m], q + m * ATT_MICRO, kbase, row * (size_t)hd, kt == KERN_KV_Q8 ? ks + row : NULL,
-                             b1 - b0, hd, div, sc + (size_t)m * ATT_MICRO * sc_stride + b0, sc_stride);
-            }
-        }
+    att_tiles(kt, 0, nm, mq, mlo, mhi, tile, runs, n_runs, q, out, kbase, vbase, ks, hd, div, sc, sc_stride);
     for (int r = 0; r < Q; r++) {
         int m = r / ATT_MICRO;
         float *sr = sc + r * sc_stride;
@@ -238,17 +252,7 @@ static INLINE void att_block(int kt, int Q, const float *const *q, float *const 
         }
         memset(out[r], 0, (size_t)hd * sizeof(float));
     }
-    for (int g = 0; g < n_runs; g++) /* tile after tile, a ring's second run after its first: the sums carry in out */
-        for (int a = runs[g].off; a < runs[g].off + runs[g].count; a += tile) {
-            int e = a + tile < runs[g].off + runs[g].count ? a + tile : runs[g].off + runs[g].count;
-            for (int m = 0; m < nm; m++) {
-                int b0 = a > mlo[m] ? a : mlo[m], b1 = e < mhi[m] + 1 ? e : mhi[m] + 1;
-                size_t row = runs[g].row + (size_t)(b0 - runs[g].off);
-                if (b0 < b1)
-                    av_micro(kt, mq[m], sc + (size_t)m * ATT_MICRO * sc_stride + b0, sc_stride, vbase, row * (size_t)hd,
-                             b1 - b0, hd, out + m * ATT_MICRO);
-            }
-        }
+    att_tiles(kt, 1, nm, mq, mlo, mhi, tile, runs, n_runs, q, out, kbase, vbase, ks, hd, div, sc, sc_stride);
 }
 
 static INLINE void attention(int kt, float *out, const float *q, const kern_kv *kv, int n, int start_pos,
@@ -267,7 +271,7 @@ static INLINE void attention(int kt, float *out, const float *q, const kern_kv *
         const void *kbase = (const char *)kv->k + g * head * esize, *vbase = (const char *)kv->v + g * head * esize;
         const float *ks = kt == KERN_KV_Q8 ? kv->k_scale + (size_t)g * C : NULL;
         const float *vs = kt == KERN_KV_Q8 ? kv->v_scale + (size_t)g * C : NULL;
-        /* The queries of this KV head, row by row and head by head, in blocks of up to four. */
+        /* The queries of this KV head, row by row and head by head, in blocks of up to KERN_ATT_BLOCK. */
         int total = n * heads;
         for (int b = 0; b < total; b += KERN_ATT_BLOCK) {
             int Q = total - b < KERN_ATT_BLOCK ? total - b : KERN_ATT_BLOCK, lo[KERN_ATT_BLOCK], hi[KERN_ATT_BLOCK];
