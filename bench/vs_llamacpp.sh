@@ -23,7 +23,8 @@ NPM=${ETCH_NPM_DIR:-$BUILD/npm}
 mkdir -p "$OUT"
 bash "$ROOT/tests/conformance/npm_setup.sh" "$NPM" >/dev/null
 cp "$ROOT/bench/llamacpp.mjs" "$NPM/bench_llamacpp.mjs"
-GGUF=$OUT/$PRESET-$DTYPE.gguf PROG=$OUT/$PRESET-$DTYPE-ctx$CTX-from-gguf.etch RUNS=$OUT/runs-$PRESET-$DTYPE-kv$KV.jsonl
+GGUF=$OUT/$PRESET-$DTYPE.gguf PROG=$OUT/$PRESET-$DTYPE-ctx$CTX-from-gguf.etch TAG=$PRESET-$DTYPE-ctx$CTX-kv$KV-p${LENGTHS//,/_}
+RUNS=$OUT/runs-$TAG.jsonl # one file per configuration: a later run of another one keeps it
 [ -f "$GGUF" ] || "$BUILD/etch" synth --arch "$ARCH" --preset "$PRESET" --tokenizer "$TOK/qwen3/tokenizer.json" \
   --format gguf --dtype "$DTYPE" --seed 1 -o "$GGUF"
 [ -f "$PROG" ] || "$BUILD/etch" export --gguf "$GGUF" -o "$PROG" --max-context-len "$CTX"
@@ -35,5 +36,5 @@ for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS: llama.cpp" >&2
   node "$NPM/bench_llamacpp.mjs" "$GGUF" "$THREADS" "$LENGTHS" "$NGEN" "$REPS" "$LKV" >>"$RUNS"
 done
-/usr/bin/python3 "$ROOT/bench/report.py" "$RUNS" "$OUT/prefill-$PRESET-$DTYPE-kv$KV.svg" "$NAME $DTYPE, KV $KV"
-echo "runs: $RUNS, plot: $OUT/prefill-$PRESET-$DTYPE-kv$KV.svg"
+/usr/bin/python3 "$ROOT/bench/report.py" "$RUNS" "$OUT/prefill-$TAG.svg" "$NAME $DTYPE, KV $KV"
+echo "runs: $RUNS, plot: $OUT/prefill-$TAG.svg"
