@@ -66,30 +66,59 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
 
-/* One I4 row x four panels (decode): as i8_gemv4, eight steps summed in int16 before they widen. */
+/* One I4 row x four panels (decode): as i8_gemv4, but two pair steps of a panel per 32-byte load:
+ * lane 0 holds step s, lane 1 step s + 1, so one mask gives rows 0..7 of both steps and a shift and
+ * a mask rows 8..15, each multiplied by vpmaddubsw against the two steps' x pairs (xv2, lane by lane).
+ * Where i4_bytes broadcast one step to both lanes, this needs no broadcast and one shift per two
+ * steps. Each int16 lane sums every other step of a block of I4_BLOCK (at most 8 products of
+ * 2 x 15 x 128: no overflow), and the block's two lanes are widened and added in int32: integers, so
+ * the same sums as the twin in any order. An odd last step takes lane 0 alone (lane 1 zero). */
+#define I4_BLOCK 16
+static INLINE void i4_two_steps(__m256i v, __m256i xv2, __m256i *lo, __m256i *hi) {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    *lo = _mm256_add_epi16(*lo, _mm256_maddubs_epi16(_mm256_and_si256(v, nib), xv2));
+    *hi = _mm256_add_epi16(*hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), nib), xv2));
+}
+/* 16 int16 sums (lane 0 and lane 1 of the same 8 rows) added into 8 int32 */
+static INLINE __m256i i16_lanes_sum(__m256i a) {
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)));
+}
 static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel) {
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t steps = (size_t)m->half;
+    /* xv2's lanes: lane 0 repeats the first pair of the two (bytes 0, 1), lane 1 the second (2, 3) */
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     for (int g = 0; g < m->n_groups; g++) {
         int b = g * m->group / 2, e = group_end_at(g, m->group, m->k) / 2;
         __m256i d[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) d[i] = _mm256_setzero_si256();
-        for (int st = b; st < e; st += 8) {
-            int end = st + 8 < e ? st + 8 : e;
-            __m256i a[4];
-            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) a[p] = _mm256_setzero_si256();
-            for (int s2 = st; s2 < end; s2++) {
-                __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
+        for (int st = b; st < e; st += I4_BLOCK) {
+            int end = st + I4_BLOCK < e ? st + I4_BLOCK : e;
+            __m256i lo[4], hi[4];
+            _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) lo[p] = hi[p] = _mm256_setzero_si256();
+            int s2 = st;
+            for (; s2 + 2 <= end; s2 += 2) {
+                int32_t pair2;
+                memcpy(&pair2, x->bytes + s2, sizeof pair2);
+                __m256i xv2 = _mm256_shuffle_epi8(_mm256_set1_epi32(pair2), spread);
                 if (!(s2 & 3)) /* a line per four steps */
                     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
                         prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16, (size_t)s2 * 16, steps * 16);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    a[p] = _mm256_add_epi16(a[p], _mm256_maddubs_epi16(i4_bytes(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16), xv));
+                    i4_two_steps(_mm256_loadu_si256((const __m256i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16)),
+                                 xv2, &lo[p], &hi[p]);
+            }
+            if (s2 < end) { /* an odd last step */
+                __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    i4_two_steps(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16))),
+                                 xv, &lo[p], &hi[p]);
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                d[2 * p] = _mm256_add_epi32(d[2 * p], _mm256_cvtepi16_epi32(_mm256_castsi256_si128(a[p])));
-                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a[p], 1)));
+                d[2 * p] = _mm256_add_epi32(d[2 * p], i16_lanes_sum(lo[p]));
+                d[2 * p + 1] = _mm256_add_epi32(d[2 * p + 1], i16_lanes_sum(hi[p]));
             }
         }
         int32_t xs = i_xsum(x, m, 0, b, e);
@@ -104,7 +133,6 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
         store_cols(y + 16 * p, _mm256_mul_ps(acc[2 * p], s), _mm256_mul_ps(acc[2 * p + 1], s), KERN_PANEL);
 }
-
 
 /* Adds to R rows' int32 sums (d0: rows 0..7 of the panel, d1: rows 8..15) the products of I8 pair
  * steps b .. e-1 held in blk from step sb as int16 pairs (i_step), by vpmaddwd. I4 runs vnni.c's quad
