@@ -70,8 +70,8 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
  * lane 0 holds step s, lane 1 step s + 1, so one mask gives rows 0..7 of both steps and a shift and
  * a mask rows 8..15, each multiplied by vpmaddubsw against the two steps' x pairs (xv2, lane by lane).
  * Where i4_bytes broadcast one step to both lanes, this needs no broadcast and one shift per two
- * steps. Each int16 lane sums every other step of a block of I4_BLOCK (at most 8 products of
- * 2 x 15 x 128: no overflow), and the block's two lanes are widened and added in int32: integers, so
+ * steps. Each int16 lane sums every other step of a block of I4_BLOCK (at most eight pairs'
+ * products, 2 x 15 x 128 each: no overflow), and the block's two lanes are widened and added in int32: integers, so
  * the same sums as the twin in any order. An odd last step takes lane 0 alone (lane 1 zero). */
 #define I4_BLOCK 16
 static INLINE void i4_two_steps(__m256i v, __m256i xv2, __m256i *lo, __m256i *hi) {
@@ -103,7 +103,7 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
                 int32_t pair2;
                 memcpy(&pair2, x->bytes + s2, sizeof pair2);
                 __m256i xv2 = _mm256_shuffle_epi8(_mm256_set1_epi32(pair2), spread);
-                if (!(s2 & 3)) /* a line per four steps */
+                if (!((s2 - b) & 3)) /* a line per four steps (from the group's start: b may be odd) */
                     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
                         prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16, (size_t)s2 * 16, steps * 16);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
