@@ -71,8 +71,9 @@ static __attribute__((noinline)) void i8_gemv4(float *y, const kern_qx *x, const
  * a mask rows 8..15, each multiplied by vpmaddubsw against the two steps' x pairs (xv2, lane by lane).
  * Where i4_bytes broadcast one step to both lanes, this needs no broadcast and one shift per two
  * steps. Each int16 lane sums every other step of a block of I4_BLOCK (at most eight pairs'
- * products, 2 x 15 x 128 each: no overflow), and the block's two lanes are widened and added in int32: integers, so
- * the same sums as the twin in any order. An odd last step takes lane 0 alone (lane 1 zero). */
+ * products, 2 x 15 x 128 each: no overflow), and the block's two lanes are widened and added in
+ * int32: integers, so the same sums as the twin in any order. An odd last step takes lane 0 alone
+ * (lane 1 zero). */
 #define I4_BLOCK 16
 static INLINE void i4_two_steps(__m256i v, __m256i xv2, __m256i *lo, __m256i *hi) {
     const __m256i nib = _mm256_set1_epi8(0x0F);
@@ -81,7 +82,8 @@ static INLINE void i4_two_steps(__m256i v, __m256i xv2, __m256i *lo, __m256i *hi
 }
 /* 16 int16 sums (lane 0 and lane 1 of the same 8 rows) added into 8 int32 */
 static INLINE __m256i i16_lanes_sum(__m256i a) {
-    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)));
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(a)),
+                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(a, 1)));
 }
 static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const imat *m, int panel) {
     __m256 acc[8];
@@ -113,7 +115,8 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
             if (s2 < end) { /* an odd last step */
                 __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    i4_two_steps(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16))),
+                    i4_two_steps(_mm256_zextsi128_si256(
+                                     _mm_loadu_si128((const __m128i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16))),
                                  xv, &lo[p], &hi[p]);
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
