@@ -89,6 +89,8 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
     __m256 acc[8];
     _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
     size_t steps = (size_t)m->half;
+    const uint8_t *wp[4]; /* each panel's first pair step: 16 bytes a step */
+    _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) wp[p] = m->w + (size_t)(panel + p) * steps * 16;
     /* xv2's lanes: lane 0 repeats the first pair of the two (bytes 0, 1), lane 1 the second (2, 3) */
     const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
                                             2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
@@ -107,17 +109,15 @@ static __attribute__((noinline)) void i4_gemv4(float *y, const kern_qx *x, const
                 __m256i xv2 = _mm256_shuffle_epi8(_mm256_set1_epi32(pair2), spread);
                 if (!((s2 - b) & 3)) /* a line per four steps (from the group's start: b may be odd) */
                     _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                        prefetch_weights(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16, (size_t)s2 * 16, steps * 16);
+                        prefetch_weights(wp[p] + (size_t)s2 * 16, (size_t)s2 * 16, steps * 16);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    i4_two_steps(_mm256_loadu_si256((const __m256i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16)),
-                                 xv2, &lo[p], &hi[p]);
+                    i4_two_steps(_mm256_loadu_si256((const __m256i *)(wp[p] + (size_t)s2 * 16)), xv2, &lo[p], &hi[p]);
             }
             if (s2 < end) { /* an odd last step */
                 __m256i xv = _mm256_set1_epi16((short)x->bytes[s2]);
                 _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    i4_two_steps(_mm256_zextsi128_si256(
-                                     _mm_loadu_si128((const __m128i *)(m->w + ((size_t)(panel + p) * steps + (size_t)s2) * 16))),
-                                 xv, &lo[p], &hi[p]);
+                    i4_two_steps(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(wp[p] + (size_t)s2 * 16))), xv,
+                                 &lo[p], &hi[p]);
             }
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
                 d[2 * p] = _mm256_add_epi32(d[2 * p], i16_lanes_sum(lo[p]));
