@@ -10,7 +10,8 @@
  * the conformance test; here the chunking and the ring are.
  *
  * Also: rewinding inside what a ring still holds gives the same logits again, rewinding past it is
- * refused with a message, and Mistral's and Qwen2's config.json windows are read. */
+ * refused with a message, Mistral's and Qwen2's config.json windows are read, and how threads split
+ * decode (query heads, claimed matmul calls) does not change a bit. */
 #include "check.h"
 #include "etch.h"
 
@@ -170,6 +171,43 @@ static void test_query_head_split(void) {
     etch_program_close(one), etch_program_close(chunks);
 }
 
+/* Decode's integer-dot matmuls: each worker starts on an even share of the four-panel calls and
+ * takes calls from the back of another's share once its own is done (model.c, claim). A Qwen3 of
+ * two layers whose feed-forward has 97 panels (a last call of one panel), exported one token per
+ * call and quantized to 8da4w and 8da8w, must give one thread's logits at every position and its
+ * greedy tokens on two and on three threads (three workers: more than one share to take from). */
+static void test_decode_claims(void) {
+    enum { N = 40 };
+    char hf[1200], f32[1300], q[1300];
+    snprintf(hf, sizeof hf, "%s/qwen3-claims-hf", tmp);
+    etch_synth_options so = {"qwen3", "tiny", 2, 512, 97 * 16, 8, 4, 64, 256, 11, 0.125f, tok_mistral, "hf", "f32", 0};
+    etch_error err;
+    NEED(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
+    snprintf(f32, sizeof f32, "%s/qwen3-claims.etch", tmp);
+    etch_export_options o = {256, 1, NULL, NULL, NULL, NULL, NULL, NULL};
+    NEED(etch_export_hf(hf, f32, &o, &err) == ETCH_OK, "export: %s", err.message);
+    static const char *schemes[] = {"8da4w", "8da8w"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(q, sizeof q, "%s/qwen3-claims-%s.etch", tmp, schemes[i]);
+        etch_quantize_options qo = {.scheme = schemes[i]};
+        etch_program *p = NULL;
+        if (etch_quantize(f32, q, &qo, &err) != ETCH_OK || etch_program_open(q, &p, &err) != ETCH_OK) {
+            CHECK(0, "%s: %s", schemes[i], err.message);
+            continue;
+        }
+        size_t vocab = (size_t)etch_program_meta(p)->vocab_size, bytes = N * vocab * sizeof(float);
+        int32_t ids[N], gen_ref[N_GEN], gen[N_GEN];
+        random_ids(ids, N, (int)vocab);
+        float *ref = malloc(bytes), *all = malloc(bytes);
+        CHECK(run_threads(p, 1, ids, N, ref, gen_ref), "%s, one thread", schemes[i]);
+        for (int threads = 2; threads <= 3; threads++)
+            CHECK(run_threads(p, threads, ids, N, all, gen) && !memcmp(ref, all, bytes) && !memcmp(gen_ref, gen, sizeof gen),
+                  "%s, %d threads, one token per call: the logits and greedy tokens of one thread", schemes[i], threads);
+        free(ref), free(all);
+        etch_program_close(p);
+    }
+}
+
 /* Appends keys (JSON text) to config.json's object; the keys must not be there already. */
 static int set_config(const char *dir, const char *json_tail) {
     char path[1200];
@@ -262,6 +300,7 @@ int main(void) {
     REQUIRE(etch_synth(&so, hf, &err) == ETCH_OK, "synth: %s", err.message);
     test_chunk_sizes(hf);
     test_query_head_split();
+    test_decode_claims();
     test_other_families();
     return check_done();
 }

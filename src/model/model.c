@@ -4,8 +4,15 @@
 
 #include "../kernels/kernels.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* One worker's share of one matrix's decode calls (claim, below), on a cache line of its own. */
+struct model_claim {
+    _Atomic uint64_t range; /* the share's next call << 32 | its end */
+    char line[64 - sizeof(uint64_t)];
+};
 
 int model_kv_rows(int window, int max_seq_len, int max_context_len) {
     if (window <= 0) return max_context_len;
@@ -62,6 +69,11 @@ etch_status model_state_new(const model_config *c, int n_threads, int kv_type, m
         }
         s->bytes += plan[i].n * sizeof(float);
     }
+    s->claims = base_calloc_lines((size_t)3 * n_threads, sizeof *s->claims);
+    if (!s->claims) {
+        model_state_free(s);
+        return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate the threads' shares");
+    }
     s->k_cache = base_calloc_lines(cache_rows * kv_dim, es);
     s->v_cache = base_calloc_lines(cache_rows * kv_dim, es);
     if (!s->k_cache || !s->v_cache) {
@@ -101,7 +113,7 @@ void model_state_free(model_state *s) {
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) base_free_lines(*lines[i]);
     base_free_lines(s->k_cache), base_free_lines(s->v_cache), base_free(s->kv_off);
     base_free_lines(s->qx.pairs), base_free(s->qx.zero), base_free_lines(s->qx.psum);
-    base_free_lines(s->qx.bytes);
+    base_free_lines(s->qx.bytes), base_free_lines(s->claims);
     memset(s, 0, sizeof *s);
 }
 
@@ -116,25 +128,93 @@ static void add_bias(float *x, const float *b, int n, int d) {
 
 /* ---- parallel regions: each worker takes a share of the output panels, or of the heads */
 
+/* Decode's integer-dot matmuls: each worker starts on an even share of the calls (four panels each,
+ * as the decode GEMV takes them), from its front, and one that has run out takes calls from the back
+ * of the largest share left. An even split alone left one worker waiting on the other for 6-14% of
+ * every region (the two cores do not get the same share of the memory bandwidth), and a shared
+ * counter interleaved the workers' calls, which broke each one's prefetch into the next call's panels
+ * (DESIGN.md, "Threads"). An output's value does not depend on which worker computes it. */
+#define MM_CALL (4 * KERN_PANEL)
+
+static void claims_init(struct model_claim *c, int d, int nw) {
+    int calls = (d + MM_CALL - 1) / MM_CALL;
+    for (int i = 0; i < nw; i++) {
+        int b, e;
+        base_split(calls, nw, i, 1, &b, &e);
+        atomic_store_explicit(&c[i].range, (uint64_t)b << 32 | (uint32_t)e, memory_order_relaxed);
+    }
+}
+
+/* Worker i's next call: the front of its own share, or the back of the largest left; -1 when none
+ * is left. Relaxed: a call is claimed by one worker (the word's CAS), and the pool's barrier
+ * publishes the outputs. */
+static int claim(struct model_claim *c, int i, int nw) {
+    uint64_t v = atomic_load_explicit(&c[i].range, memory_order_relaxed);
+    while ((uint32_t)(v >> 32) < (uint32_t)v)
+        if (atomic_compare_exchange_weak_explicit(&c[i].range, &v, v + ((uint64_t)1 << 32), memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int)(v >> 32);
+    for (;;) {
+        int victim = -1;
+        uint32_t most = 0;
+        uint64_t seen = 0;
+        for (int j = 0; j < nw; j++) {
+            uint64_t w = atomic_load_explicit(&c[j].range, memory_order_relaxed);
+            uint32_t next = (uint32_t)(w >> 32), end = (uint32_t)w;
+            if (next < end && end - next > most) most = end - next, victim = j, seen = w;
+        }
+        if (victim < 0) return -1;
+        if (atomic_compare_exchange_weak_explicit(&c[victim].range, &seen, seen - 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return (int)((uint32_t)seen - 1);
+    }
+}
+
 typedef struct mm_job {
     float *y;
     const float *x;
     const kern_mat *w;
     int n, d, k;
     const kern_qx *qx; /* x as int8, for I8/I4 matrices */
+    struct model_claim *claims; /* [n_workers] shares of the calls (mm_claims), or NULL: an even split */
 } mm_job;
 
 /* Worker i's output columns [*b, *e) of a matmul with d outputs: mm_task's share, which a gated
  * mm_group's activation takes again. */
 static void mm_share(int d, int i, int nw, int *b, int *e) { base_split(d, nw, i, KERN_PANEL, b, e); }
 
-static void mm_task(void *ctx, int i, int nw) {
-    const mm_job *j = ctx;
-    int b, e;
-    mm_share(j->d, i, nw, &b, &e);
+/* Output columns [b, e) of a matmul. */
+static void mm_cols(const mm_job *j, int b, int e) {
     if (b >= e) return;
     if (kern_is_int_dot(j->w->type)) kern_matmul_i(j->y, j->d, j->qx, j->w, j->n, j->d, j->k, b, e);
     else kern_matmul(j->y, j->d, j->x, j->w, j->n, j->d, j->k, b, e);
+}
+
+/* Call c's output columns of a d-output matmul. */
+static void call_cols(int c, int d, int *b, int *e) {
+    *b = c * MM_CALL, *e = *b + MM_CALL < d ? *b + MM_CALL : d;
+}
+
+static void mm_task(void *ctx, int i, int nw) {
+    const mm_job *j = ctx;
+    int b, e;
+    if (j->claims) {
+        for (int c; (c = claim(j->claims, i, nw)) >= 0;) call_cols(c, j->d, &b, &e), mm_cols(j, b, e);
+        return;
+    }
+    mm_share(j->d, i, nw, &b, &e);
+    mm_cols(j, b, e);
+}
+
+/* Whether a matmul's calls are claimed (mm_claim) rather than split evenly: one row (decode) of an
+ * integer-dot matrix. A weight-only call sums x per group first, once per call: claimed calls of
+ * four panels would redo that for every call. */
+static struct model_claim *mm_claims(model_state *s, base_pool *pool, const kern_mat *w, int n, int d, int slot) {
+    int nw = base_pool_size(pool);
+    if (n != 1 || nw < 2 || nw > s->n_threads || !kern_is_int_dot(w->type)) return NULL;
+    struct model_claim *c = s->claims + (size_t)slot * s->n_threads;
+    claims_init(c, d, nw);
+    return c;
 }
 
 /* Several matmuls over the same input in one parallel region (q, k, v; gate, up): one barrier
@@ -147,18 +227,31 @@ typedef struct mm_group {
     int gated, act; /* act: MODEL_ACT_* */
 } mm_group;
 
-static void mm_group_task(void *ctx, int i, int nw) {
-    const mm_group *g = ctx;
-    for (int m = 0; m < g->count; m++) mm_task((void *)&g->j[m], i, nw);
-    if (!g->gated) return;
-    int b, e, d = g->j[0].d;
-    mm_share(d, i, nw, &b, &e);
+/* The gate applied to columns [b, e) of up and gate. */
+static void mm_gate(const mm_group *g, int b, int e) {
+    int d = g->j[0].d;
     for (int r = 0; r < g->j[0].n && b < e; r++) {
         float *h = g->j[0].y + (size_t)r * d + b;
         const float *gate = g->j[1].y + (size_t)r * d + b;
         if (g->act == MODEL_ACT_GELU_TANH) kern_geglu(h, gate, (size_t)(e - b));
         else kern_swiglu(h, gate, (size_t)(e - b));
     }
+}
+
+static void mm_group_task(void *ctx, int i, int nw) {
+    const mm_group *g = ctx;
+    int b, e;
+    if (g->gated && g->j[0].claims) { /* a claimed call of up, the same of gate, and the gate on it */
+        for (int c; (c = claim(g->j[0].claims, i, nw)) >= 0;) {
+            call_cols(c, g->j[0].d, &b, &e);
+            mm_cols(&g->j[0], b, e), mm_cols(&g->j[1], b, e), mm_gate(g, b, e);
+        }
+        return;
+    }
+    for (int m = 0; m < g->count; m++) mm_task((void *)&g->j[m], i, nw);
+    if (!g->gated) return;
+    mm_share(g->j[0].d, i, nw, &b, &e);
+    mm_gate(g, b, e);
 }
 
 /* Below this many multiply-adds a matmul runs on the calling thread: waking the pool would cost
@@ -187,10 +280,11 @@ static const kern_qx *site_input(model_state *s, base_pool *pool, int layer, int
 }
 
 /* y[n, d] = x[n, k] . W^T over the pool, x as float or as int8 (qx). */
-static void matmul(base_pool *pool, float *y, const float *x, const kern_qx *qx, const kern_mat *w, int n, int d, int k) {
-    mm_job j = {y, x, w, n, d, k, qx};
+static void matmul(model_state *s, base_pool *pool, float *y, const float *x, const kern_qx *qx, const kern_mat *w, int n,
+                   int d, int k) {
+    mm_job j = {y, x, w, n, d, k, qx, NULL};
     if ((int64_t)n * d * k < MM_PARALLEL_MIN) mm_task(&j, 0, 1);
-    else base_pool_run(pool, mm_task, &j);
+    else j.claims = mm_claims(s, pool, w, n, d, 0), base_pool_run(pool, mm_task, &j);
 }
 
 typedef struct att_job {
@@ -307,11 +401,14 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         /* attention: q, k, v for all n rows */
         rmsnorm_rows(pool, c, s->xb, s->x, L->attn_norm, n, dim);
         const kern_qx *qx = site_input(s, pool, l, MODEL_SITE_QKV, s->xb, n, dim, &L->wq, &L->wk, &L->wv);
-        mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim, qx},
-                         {k_rows, s->xb, &L->wk, n, kv_dim, dim, qx},
-                         {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx}}, 3, 0, 0};
+        mm_group qkv = {{{s->q, s->xb, &L->wq, n, q_dim, dim, qx, NULL},
+                         {k_rows, s->xb, &L->wk, n, kv_dim, dim, qx, NULL},
+                         {v_rows, s->xb, &L->wv, n, kv_dim, dim, qx, NULL}}, 3, 0, 0};
         if ((int64_t)n * (q_dim + 2 * kv_dim) * dim < MM_PARALLEL_MIN) mm_group_task(&qkv, 0, 1);
-        else base_pool_run(pool, mm_group_task, &qkv);
+        else {
+            for (int m = 0; m < 3; m++) qkv.j[m].claims = mm_claims(s, pool, qkv.j[m].w, n, qkv.j[m].d, m);
+            base_pool_run(pool, mm_group_task, &qkv);
+        }
         if (c->qkv_bias) {
             add_bias(s->q, L->bq, n, q_dim);
             add_bias(k_rows, L->bk, n, kv_dim);
@@ -329,19 +426,22 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && !by_bytes) att_task(&aj, 0, 1);
         else base_pool_run(pool, att_task, &aj);
         qx = site_input(s, pool, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo, NULL, NULL);
-        matmul(pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
+        matmul(s, pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
         if (c->post_norms) rmsnorm_rows(pool, c, s->proj, s->proj, L->post_attn_norm, n, dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
 
         /* feed-forward: w_down(act(w_gate x) * w_up x) */
         rmsnorm_rows(pool, c, s->xb, s->x, L->ffn_norm, n, dim);
         qx = site_input(s, pool, l, MODEL_SITE_GATE_UP, s->xb, n, dim, &L->w_up, &L->w_gate, NULL);
-        mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx},
-                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx}}, 2, 1, c->act};
+        mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx, NULL},
+                         {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx, NULL}}, 2, 1, c->act};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
-        else base_pool_run(pool, mm_group_task, &ffn);
+        else { /* up's claims are gate's too: both must be integer-dot */
+            if (kern_is_int_dot(L->w_gate.type)) ffn.j[0].claims = mm_claims(s, pool, &L->w_up, n, c->hidden_dim, 0);
+            base_pool_run(pool, mm_group_task, &ffn);
+        }
         qx = site_input(s, pool, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down, NULL, NULL);
-        matmul(pool, s->proj, s->hb, qx, &L->w_down, n, dim, c->hidden_dim);
+        matmul(s, pool, s->proj, s->hb, qx, &L->w_down, n, dim, c->hidden_dim);
         if (c->post_norms) rmsnorm_rows(pool, c, s->proj, s->proj, L->post_ffn_norm, n, dim);
         add_rows(s->x, s->proj, (size_t)n * dim);
     }
@@ -359,6 +459,6 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         quantize_rows(pool, &s->qx, in, rows, dim, w->output.act, w->output.act_group);
         qx = &s->qx;
     }
-    matmul(pool, logits, in, qx, &w->output, rows, c->vocab_size, dim);
+    matmul(s, pool, logits, in, qx, &w->output, rows, c->vocab_size, dim);
     if (c->final_softcap > 0) kern_softcap(logits, (size_t)rows * c->vocab_size, c->final_softcap);
 }

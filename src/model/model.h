@@ -85,6 +85,7 @@ typedef struct model_state {
     float *rope;     /* [max_seq_len, head_dim]: the chunk's RoPE turns (kern_rope_table) by inv_freq */
     float *rope_local; /* the same by inv_freq_local, where windowed layers have their own; else NULL */
     int n_threads;
+    struct model_claim *claims; /* [3, n_threads]: decode's matmul shares, one cache line each (model.c) */
     int kv_type;     /* KERN_KV_F32, KERN_KV_F16 or KERN_KV_Q8 */
     void *k_cache;   /* values of kv_type: layer l's block [n_kv_heads, kv_rows[l], head_dim] (kern_kv) starts
                       * at element kv_off[l] * kv_dim */
