@@ -171,11 +171,12 @@ static void test_query_head_split(void) {
     etch_program_close(one), etch_program_close(chunks);
 }
 
-/* Decode's integer-dot matmuls: each worker starts on an even share of the four-panel calls and
- * takes calls from the back of another's share once its own is done (model.c, claim). A Qwen3 of
- * two layers whose feed-forward has 97 panels (a last call of one panel), exported one token per
- * call and quantized to 8da4w and 8da8w, must give one thread's logits at every position and its
- * greedy tokens on two and on three threads (three workers: more than one share to take from). */
+/* Decode's integer-dot and float matmuls: each worker starts on an even share of the four-panel
+ * calls and takes calls from the back of another's share once its own is done (model.c, claim). A
+ * Qwen3 of two layers whose feed-forward has 97 panels (a last call of one panel), exported one
+ * token per call, as f32 and quantized to 8da4w and 8da8w, must give one thread's logits at every
+ * position and its greedy tokens on two and on three threads (three workers: more than one share
+ * to take from). */
 static void test_decode_claims(void) {
     enum { N = 40 };
     char hf[1200], f32[1300], q[1300];
@@ -186,12 +187,12 @@ static void test_decode_claims(void) {
     snprintf(f32, sizeof f32, "%s/qwen3-claims.etch", tmp);
     etch_export_options o = {256, 1, NULL, NULL, NULL, NULL, NULL, NULL};
     NEED(etch_export_hf(hf, f32, &o, &err) == ETCH_OK, "export: %s", err.message);
-    static const char *schemes[] = {"8da4w", "8da8w"};
-    for (int i = 0; i < 2; i++) {
+    static const char *schemes[] = {"f32", "8da4w", "8da8w"};
+    for (int i = 0; i < 3; i++) {
         snprintf(q, sizeof q, "%s/qwen3-claims-%s.etch", tmp, schemes[i]);
         etch_quantize_options qo = {.scheme = schemes[i]};
         etch_program *p = NULL;
-        if (etch_quantize(f32, q, &qo, &err) != ETCH_OK || etch_program_open(q, &p, &err) != ETCH_OK) {
+        if ((i && etch_quantize(f32, q, &qo, &err) != ETCH_OK) || etch_program_open(i ? q : f32, &p, &err) != ETCH_OK) {
             CHECK(0, "%s: %s", schemes[i], err.message);
             continue;
         }

@@ -128,12 +128,13 @@ static void add_bias(float *x, const float *b, int n, int d) {
 
 /* ---- parallel regions: each worker takes a share of the output panels, or of the heads */
 
-/* Decode's integer-dot matmuls: each worker starts on an even share of the calls (four panels each,
- * as the decode GEMV takes them), from its front, and one that has run out takes calls from the back
- * of the largest share left. An even split alone left one worker waiting on the other for 6-14% of
- * every region (the two cores do not get the same share of the memory bandwidth), and a shared
- * counter interleaved the workers' calls, which broke each one's prefetch into the next call's panels
- * (DESIGN.md, "Threads"). An output's value does not depend on which worker computes it. */
+/* Decode's integer-dot and float matmuls: each worker starts on an even share of the calls (four
+ * panels each, as the decode GEMV takes them), from its front, and one that has run out takes calls
+ * from the back of the largest share left. An even split alone leaves one worker waiting on the
+ * other at the end of most regions (two cores do not get the same share of the memory bandwidth),
+ * and a shared counter would interleave the workers' calls, sending each one's prefetch of its next
+ * call's panels into the other's (DESIGN.md, "Threads"). An output's value does not depend on which
+ * worker computes it. */
 #define MM_CALL (4 * KERN_PANEL)
 
 static void claims_init(struct model_claim *c, int d, int nw) {
@@ -207,11 +208,11 @@ static void mm_task(void *ctx, int i, int nw) {
 }
 
 /* Whether a matmul's calls are claimed (mm_claim) rather than split evenly: one row (decode) of an
- * integer-dot matrix. A weight-only call sums x per group first, once per call: claimed calls of
- * four panels would redo that for every call. */
+ * integer-dot or float matrix. A weight-only call sums x per group first, once per call: claimed
+ * calls of four panels would redo that for every call. */
 static struct model_claim *mm_claims(model_state *s, base_pool *pool, const kern_mat *w, int n, int d, int slot) {
-    int nw = base_pool_size(pool);
-    if (n != 1 || nw < 2 || nw > s->n_threads || !kern_is_int_dot(w->type)) return NULL;
+    int nw = base_pool_size(pool), claimed = kern_is_int_dot(w->type) || w->type <= KERN_BF16;
+    if (n != 1 || nw < 2 || nw > s->n_threads || !claimed) return NULL;
     struct model_claim *c = s->claims + (size_t)slot * s->n_threads;
     claims_init(c, d, nw);
     return c;
@@ -436,8 +437,8 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         mm_group ffn = {{{s->hb, s->xb, &L->w_up, n, c->hidden_dim, dim, qx, NULL},
                          {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx, NULL}}, 2, 1, c->act};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
-        else { /* up's claims are gate's too: both must be integer-dot */
-            if (kern_is_int_dot(L->w_gate.type)) ffn.j[0].claims = mm_claims(s, pool, &L->w_up, n, c->hidden_dim, 0);
+        else { /* up's claims are gate's too: both must be claimed */
+            if (mm_claims(s, pool, &L->w_gate, n, c->hidden_dim, 1)) ffn.j[0].claims = mm_claims(s, pool, &L->w_up, n, c->hidden_dim, 0);
             base_pool_run(pool, mm_group_task, &ffn);
         }
         qx = site_input(s, pool, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down, NULL, NULL);
