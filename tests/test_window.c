@@ -202,8 +202,10 @@ static void test_decode_claims(void) {
         float *ref = malloc(bytes), *all = malloc(bytes);
         CHECK(run_threads(p, 1, ids, N, ref, gen_ref), "%s, one thread", schemes[i]);
         for (int threads = 2; threads <= 3; threads++)
-            CHECK(run_threads(p, threads, ids, N, all, gen) && !memcmp(ref, all, bytes) && !memcmp(gen_ref, gen, sizeof gen),
-                  "%s, %d threads, one token per call: the logits and greedy tokens of one thread", schemes[i], threads);
+            CHECK(run_threads(p, threads, ids, N, all, gen) && !memcmp(ref, all, bytes) &&
+                      !memcmp(gen_ref, gen, sizeof gen),
+                  "%s, %d threads, one token per call: the logits and greedy tokens of one thread", schemes[i],
+                  threads);
         free(ref), free(all);
         etch_program_close(p);
     }

@@ -207,12 +207,19 @@ static void mm_task(void *ctx, int i, int nw) {
     mm_cols(j, b, e);
 }
 
-/* Whether a matmul's calls are claimed (mm_claim) rather than split evenly: one row (decode) of an
+/* Whether a matmul's calls are claimed (claim) rather than split evenly: one row (decode) of an
  * integer-dot or float matrix. A weight-only call sums x per group first, once per call: claimed
  * calls of four panels would redo that for every call. */
+static int mm_claimed(const model_state *s, base_pool *pool, const kern_mat *w, int n) {
+    int nw = base_pool_size(pool);
+    return n == 1 && nw >= 2 && nw <= s->n_threads && (kern_is_int_dot(w->type) || w->type <= KERN_BF16);
+}
+
+/* The claims of slot 0..2 (a region's matrices) set to even shares of a claimed matmul's calls, or
+ * NULL when it is split evenly. */
 static struct model_claim *mm_claims(model_state *s, base_pool *pool, const kern_mat *w, int n, int d, int slot) {
-    int nw = base_pool_size(pool), claimed = kern_is_int_dot(w->type) || w->type <= KERN_BF16;
-    if (n != 1 || nw < 2 || nw > s->n_threads || !claimed) return NULL;
+    if (!mm_claimed(s, pool, w, n)) return NULL;
+    int nw = base_pool_size(pool);
     struct model_claim *c = s->claims + (size_t)slot * s->n_threads;
     claims_init(c, d, nw);
     return c;
@@ -281,8 +288,8 @@ static const kern_qx *site_input(model_state *s, base_pool *pool, int layer, int
 }
 
 /* y[n, d] = x[n, k] . W^T over the pool, x as float or as int8 (qx). */
-static void matmul(model_state *s, base_pool *pool, float *y, const float *x, const kern_qx *qx, const kern_mat *w, int n,
-                   int d, int k) {
+static void matmul(model_state *s, base_pool *pool, float *y, const float *x, const kern_qx *qx, const kern_mat *w,
+                   int n, int d, int k) {
     mm_job j = {y, x, w, n, d, k, qx, NULL};
     if ((int64_t)n * d * k < MM_PARALLEL_MIN) mm_task(&j, 0, 1);
     else j.claims = mm_claims(s, pool, w, n, d, 0), base_pool_run(pool, mm_task, &j);
@@ -438,7 +445,7 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
                          {s->hb2, s->xb, &L->w_gate, n, c->hidden_dim, dim, qx, NULL}}, 2, 1, c->act};
         if ((int64_t)n * 2 * c->hidden_dim * dim < MM_PARALLEL_MIN) mm_group_task(&ffn, 0, 1);
         else { /* up's claims are gate's too: both must be claimed */
-            if (mm_claims(s, pool, &L->w_gate, n, c->hidden_dim, 1)) ffn.j[0].claims = mm_claims(s, pool, &L->w_up, n, c->hidden_dim, 0);
+            if (mm_claimed(s, pool, &L->w_gate, n)) ffn.j[0].claims = mm_claims(s, pool, &L->w_up, n, c->hidden_dim, 0);
             base_pool_run(pool, mm_group_task, &ffn);
         }
         qx = site_input(s, pool, l, MODEL_SITE_DOWN, s->hb, n, c->hidden_dim, &L->w_down, NULL, NULL);
