@@ -137,17 +137,16 @@ static void add_bias(float *x, const float *b, int n, int d) {
  * worker computes it. */
 #define MM_CALL (4 * KERN_PANEL)
 
-static void claims_init(struct model_claim *c, int d, int nw) {
-    int calls = (d + MM_CALL - 1) / MM_CALL;
+static void claims_init(struct model_claim *c, int units, int nw) {
     for (int i = 0; i < nw; i++) {
         int b, e;
-        base_split(calls, nw, i, 1, &b, &e);
+        base_split(units, nw, i, 1, &b, &e);
         atomic_store_explicit(&c[i].range, (uint64_t)b << 32 | (uint32_t)e, memory_order_relaxed);
     }
 }
 
-/* Worker i's next call: the front of its own share, or the back of the largest left; -1 when none
- * is left. Relaxed: a call is claimed by one worker (the word's CAS), and the pool's barrier
+/* Worker i's next unit (a call; in attention, a KV head): the front of its own share, or the back of
+ * the largest left; -1 when none is left. Relaxed: a call is claimed by one worker (the word's CAS), and the pool's barrier
  * publishes the outputs. */
 static int claim(struct model_claim *c, int i, int nw) {
     uint64_t v = atomic_load_explicit(&c[i].range, memory_order_relaxed);
@@ -221,7 +220,7 @@ static struct model_claim *mm_claims(model_state *s, base_pool *pool, const kern
     if (!mm_claimed(s, pool, w, n)) return NULL;
     int nw = base_pool_size(pool);
     struct model_claim *c = s->claims + (size_t)slot * s->n_threads;
-    claims_init(c, d, nw);
+    claims_init(c, (d + MM_CALL - 1) / MM_CALL, nw);
     return c;
 }
 
@@ -301,17 +300,25 @@ typedef struct att_job {
     kern_kv kv;
     kern_att_shape shape;
     int n, start_pos;
+    struct model_claim *claims; /* [n_workers] shares of the KV heads (claim), or NULL: an even split */
 } att_job;
 
-/* Workers split the KV heads. With fewer KV heads than workers (Gemma 3 has one) they take blocks of
- * four rows in turn instead (turns, because causal rows grow longer), or, in a chunk too short for
- * that (decode), the query heads: each then reads the KV head's rows for its own heads, where one
- * worker would compute every head while the others wait. A query's result does not depend on which
- * queries share its call, so every split gives the same numbers. */
+/* Workers split the KV heads, each claiming them (claim) from an even share: a KV head's keys are
+ * one stream, and a worker that streams faster takes the other's last heads. With fewer KV heads
+ * than workers (Gemma 3 has one) they take blocks of four rows in turn instead (turns, because
+ * causal rows grow longer), or, in a chunk too short for that (decode), the query heads: each then
+ * reads the KV head's rows for its own heads, where one worker would compute every head while the
+ * others wait. A query's result does not depend on which queries share its call, so every split
+ * gives the same numbers. */
 static void att_task(void *ctx, int i, int nw) {
     const att_job *j = ctx;
     const int n_kv = j->c->n_kv_heads, group = j->c->n_heads / n_kv;
     float *scores = j->s->scores + (size_t)i * KERN_ATT_BLOCK * j->c->max_context_len;
+    if (j->claims) {
+        for (int h; (h = claim(j->claims, i, nw)) >= 0;)
+            kern_attention(j->s->xb, j->s->q, &j->kv, j->n, j->start_pos, &j->shape, scores, h * group, (h + 1) * group);
+        return;
+    }
     if (n_kv >= nw || j->n < 8) {
         int b, e;
         if (n_kv >= nw) base_split(n_kv, nw, i, 1, &b, &e), b *= group, e *= group;
@@ -425,14 +432,19 @@ void model_forward(const model_config *c, const model_weights *w, model_state *s
         rows_job qk = {ROWS_QK, n, 0, NULL, NULL, NULL, c, s->q, k_rows, rope, L, NULL};
         run_rows(pool, &qk);
         kern_kv_store(&kv, k_rows, v_rows, n, start_pos, &shape);
-        att_job aj = {c, s, kv, shape, n, start_pos};
+        att_job aj = {c, s, kv, shape, n, start_pos, NULL};
         int64_t keys = window && window < start_pos + n ? window + n : start_pos + n;
         /* by bytes only where the reads split: under 8 rows att_task splits the KV heads, and with one
          * (Gemma 3 270M) the query heads, each worker reading all of the head's rows */
         int64_t kv_bytes = keys * 2 * kv_dim * (int64_t)kern_kv_size(kv.type);
         int by_bytes = kv_bytes >= ATT_PARALLEL_BYTES && (c->n_kv_heads > 1 || n >= 8);
         if ((int64_t)n * keys * q_dim < MM_PARALLEL_MIN && !by_bytes) att_task(&aj, 0, 1);
-        else base_pool_run(pool, att_task, &aj);
+        else {
+            int nw = base_pool_size(pool);
+            if (c->n_kv_heads >= nw && nw <= s->n_threads)
+                aj.claims = s->claims, claims_init(aj.claims, c->n_kv_heads, nw); /* slot 0: regions run one at a time */
+            base_pool_run(pool, att_task, &aj);
+        }
         qx = site_input(s, pool, l, MODEL_SITE_WO, s->xb, n, q_dim, &L->wo, NULL, NULL);
         matmul(s, pool, s->proj, s->xb, qx, &L->wo, n, dim, q_dim);
         if (c->post_norms) rmsnorm_rows(pool, c, s->proj, s->proj, L->post_attn_norm, n, dim);
