@@ -173,11 +173,10 @@ static void test_query_head_split(void) {
 
 /* Decode's integer-dot and float matmuls, and attention's KV heads: each worker starts on an even
  * share of the four-panel calls (of the heads) and takes calls from the back of another's share once
- * its own is done (model.c, claim). A
- * Qwen3 of two layers whose feed-forward has 97 panels (a last call of one panel), exported one
- * token per call, as f32 and quantized to 8da4w and 8da8w, must give one thread's logits at every
- * position and its greedy tokens on two and on three threads (three workers: more than one share
- * to take from). */
+ * its own is done (model.c, claim). A Qwen3 of two layers whose feed-forward has 97 panels (a last
+ * call of one panel), exported one token per call, as f32 and quantized to 8da4w and 8da8w, must
+ * give one thread's logits at every position and its greedy tokens on two and on three threads
+ * (three workers: more than one share to take from). */
 static void test_decode_claims(void) {
     enum { N = 40 };
     char hf[1200], f32[1300], q[1300];
