@@ -146,8 +146,8 @@ static void claims_init(struct model_claim *c, int units, int nw) {
 }
 
 /* Worker i's next unit (a call; in attention, a KV head): the front of its own share, or the back of
- * the largest left; -1 when none is left. Relaxed: a call is claimed by one worker (the word's CAS), and the pool's barrier
- * publishes the outputs. */
+ * the largest left; -1 when none is left. Relaxed: a unit is claimed by one worker (the word's CAS),
+ * and the pool's barrier publishes the outputs. */
 static int claim(struct model_claim *c, int i, int nw) {
     uint64_t v = atomic_load_explicit(&c[i].range, memory_order_relaxed);
     while ((uint32_t)(v >> 32) < (uint32_t)v)
