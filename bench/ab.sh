@@ -5,25 +5,37 @@
 # the medians of its per-round prefill and decode ratios to the first binary, and every round's figures. Figures, not a test. From the repository root, after `make`:
 #   BINS="/tmp/etch-before build/etch" bash bench/ab.sh PROGRAM.etch
 #   (GGUF=MODEL.gguf LENGTH=128 NGEN=16 ROUNDS=8 THREADS=2; ETCH_KERNELS passes through to etch)
+# With GGUF= the peer is node-llama-cpp's prebuilt llama.cpp; LLAMA_BENCH=PATH/llama-bench adds a
+# llama.cpp you built yourself as one more side (its pp LENGTH, then tg NGEN at depth LENGTH: the
+# same two phases without node's per-token sampling and callbacks; this script never builds it).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 PROG=${1:?usage: BINS="A B" bash bench/ab.sh PROGRAM.etch}
 read -r -a BINS <<<"${BINS:-$BUILD/etch}"
 LENGTH=${LENGTH:-128} NGEN=${NGEN:-16} ROUNDS=${ROUNDS:-8} THREADS=${THREADS:-2} GGUF=${GGUF:-}
+LLAMA_BENCH=${LLAMA_BENCH:-}
 NPM=${ETCH_NPM_DIR:-$BUILD/npm}
 if [ -n "$GGUF" ]; then
   bash "$ROOT/tests/conformance/npm_setup.sh" "$NPM" >/dev/null
   cp "$ROOT/bench/llamacpp.mjs" "$NPM/bench_llamacpp.mjs"
 fi
-N=${#BINS[@]} SIDES=$((${#BINS[@]} + 1))
-[ -z "$GGUF" ] && SIDES=$N
+N=${#BINS[@]} SIDES=${#BINS[@]}
+[ -n "$GGUF" ] && SIDES=$((SIDES + 1))
+[ -n "$GGUF" ] && [ -n "$LLAMA_BENCH" ] && SIDES=$((SIDES + 1))
+llama_bench_avg() { # llama_bench_avg ARGS...: its tokens/s, the mean of -r 1 (one line of jsonl)
+  "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -r 1 -o jsonl "$@" 2>/dev/null |
+    /usr/bin/python3 -c 'import json, sys; print(json.loads(sys.stdin.readline())["avg_ts"])'
+}
 RUNS=$(mktemp)
 trap 'rm -f "$RUNS"' EXIT
 for round in $(seq 1 "$ROUNDS"); do
   for j in $(seq 0 $((SIDES - 1))); do
     k=$(((round + j) % SIDES))
-    if [ "$k" -eq "$N" ]; then
+    if [ "$k" -eq $((N + 1)) ]; then
+      pp=$(llama_bench_avg -p "$LENGTH" -n 0) tg=$(llama_bench_avg -p 0 -n "$NGEN" -d "$LENGTH")
+      echo "{\"side\": \"llama-bench\", \"prefill_tok_s\": $pp, \"decode_tok_s\": $tg}" >>"$RUNS"
+    elif [ "$k" -eq "$N" ]; then
       node "$NPM/bench_llamacpp.mjs" "$GGUF" "$THREADS" "$LENGTH" "$NGEN" 1 | sed 's/^{/{"side": "llama.cpp", /' >>"$RUNS"
     else
       "${BINS[$k]}" bench "$PROG" -p "$LENGTH" -n "$NGEN" -t "$THREADS" -r 1 --no-sequential --no-roofline --json \
