@@ -14,18 +14,23 @@
  * twin's exactly (int32 wraps, but the final sum fits). A group with an odd number of pairs ends
  * with a half quad, its other half zero. */
 
-/* Pair step st of panel wp as unsigned bytes: rows 0..7's pairs in the low lane, 8..15's in the high. */
-static INLINE __m256i v_pair(int type, const uint8_t *wp, int st) {
-    if (type == KERN_I4) return i4_bytes(wp + (size_t)st * 16);
-    return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(wp + (size_t)st * 32)), _mm256_set1_epi8((char)0x80));
+/* Pair step st of panel wp as unsigned bytes (the weights plus i_unit's offset), or with sgn as the
+ * signed weights themselves (AMX's tdpbssd): rows 0..7's pairs in the low lane, 8..15's in the high. */
+static INLINE __m256i v_pair(int type, const uint8_t *wp, int st, int sgn) {
+    if (type == KERN_I4) {
+        __m256i b = i4_bytes(wp + (size_t)st * 16);
+        return sgn ? _mm256_sub_epi8(b, _mm256_set1_epi8(8)) : b;
+    }
+    __m256i w = _mm256_loadu_si256((const __m256i *)(wp + (size_t)st * 32));
+    return sgn ? w : _mm256_xor_si256(w, _mm256_set1_epi8((char)0x80));
 }
 
-/* Pair steps b .. e-1 of panel wp as quad steps at dst (64 bytes each). */
-static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *dst) {
+/* Pair steps b .. e-1 of panel wp as quad steps at dst (64 bytes each), signed with sgn (v_pair). */
+static INLINE void v_quads(int type, const uint8_t *wp, int b, int e, uint8_t *dst, int sgn) {
     for (int st = b; st < e; st += 2, dst += 64) {
         /* the panel's next block is read after this one's tiles: ask for it early (2 KiB ahead) */
         _mm_prefetch((const char *)wp + (size_t)st * (type == KERN_I4 ? 16 : 32) + 2048, _MM_HINT_T0);
-        __m256i a = v_pair(type, wp, st), c = st + 1 < e ? v_pair(type, wp, st + 1) : _mm256_setzero_si256();
+        __m256i a = v_pair(type, wp, st, sgn), c = st + 1 < e ? v_pair(type, wp, st + 1, sgn) : _mm256_setzero_si256();
         __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c); /* rows 0-3|8-11, 4-7|12-15 */
         _mm256_store_si256((__m256i *)dst, _mm256_permute2x128_si256(lo, hi, 0x20));
         _mm256_store_si256((__m256i *)(dst + 32), _mm256_permute2x128_si256(lo, hi, 0x31));
@@ -254,10 +259,10 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
 /* ---- AMX-INT8 (where the CPU has it and Linux grants the tile state: dispatch.c): sixteen rows of a
  * block of whole groups per tile. The quad steps v_quads writes are AMX's B layout as they stand (a
  * row of 64 bytes: four k values of each of 16 outputs, in order), and a row's input bytes are A's,
- * read in place with the row stride. tdpbsud (signed inputs, unsigned weights) sums a 16 x 16 tile
- * of exact int32 dot products over up to 64 k values; stored, each row's sums are z_tile_groups'
- * int32 sums with the offset not yet taken off, and the float operations after are z_join's: the
- * same results. Groups must be whole quads and either fit one tile (at most 64 values) or be made of
+ * read in place with the row stride. tdpbssd (signed inputs, the weights written signed in the block,
+ * amx_signed) or, for weights without an offset, tdpbsud sums a 16 x 16 tile of exact int32 dot
+ * products over up to 64 k values; stored, each row's sums are z_tile_groups' int32 sums, and the
+ * float operations after are z_join's: the same results. Groups must be whole quads and either fit one tile (at most 64 values) or be made of
  * whole tiles (amx_fits); anything else and the last rows (fewer than 16) run z_tile_groups. Long
  * groups (per channel) carry their tile's sums from block to block (amx_tile_long). */
 #define AMX_ROWS 16
@@ -281,19 +286,31 @@ static void amx_config(int kc) {
     _tile_loadconfig(c);
 }
 
-/* Group g's int32 sums as the tile stored them (sums: 16 rows x 16), the offset off, joined into the
- * rows' float sums a[] (z_join). */
+/* The weights' offset (i_unit's: 128 for I8, 8 for I4 without mins) put back on a block's quad bytes
+ * that v_quads wrote signed, in place, for the zmm tiles of the last rows (vpdpbusd's weights are
+ * unsigned). */
+static void amx_unsign(uint8_t *blk, size_t bytes, int unit) {
+    __m512i u = _mm512_set1_epi8((char)unit);
+    for (size_t i = 0; i < bytes; i += 64) _mm512_storeu_si512(blk + i, _mm512_add_epi8(_mm512_loadu_si512(blk + i), u));
+}
+
+/* One tile product into tile 0: signed weights (the offset off the block) or unsigned (no offset). */
+static INLINE void amx_dot(int sgn) {
+    if (sgn) _tile_dpbssd(0, 1, 2);
+    else _tile_dpbsud(0, 1, 2);
+}
+
+/* Group g's int32 sums as the tile stored them (sums: 16 rows x 16; no offset in them: amx_signed),
+ * joined into the rows' float sums a[] (z_join). */
 static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const imat *m, int panel, int g, int zp,
                             __m512 *a) {
-    const int32_t *goff = m->goff + (size_t)r0 * m->n_groups;
     __m512i d[AMX_ROWS];
-    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
-        d[r] = _mm512_sub_epi32(_mm512_load_si512(sums + r * 16), _mm512_set1_epi32(goff[(size_t)r * m->n_groups + g]));
+    _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) d[r] = _mm512_load_si512(sums + r * 16);
     z_join(x, r0, m, panel, g, g * m->group / 2, group_end_at(g, m->group, m->k) / 2, AMX_ROWS, zp, d, a);
 }
 
 static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
-                            const imat *m, int panel, int g0, int g1, int cols, int zp) {
+                            const imat *m, int panel, int g0, int g1, int cols, int zp, int sgn) {
     const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half); /* row r's k-th byte: xb[r * 2 half + k] */
     size_t stride = (size_t)m->half * 2;
     int kc = m->group < 64 ? m->group : 64;
@@ -308,7 +325,7 @@ static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const u
         for (int c = 0; c < m->group; c += kc) {
             _tile_loadd(1, xb + (size_t)g * m->group + c, stride);
             _tile_loadd(2, wq + (size_t)c / 4 * 64, 64);
-            _tile_dpbsud(0, 1, 2);
+            amx_dot(sgn);
         }
         _tile_stored(0, sums, 64);
         amx_join(sums, x, r0, m, panel, g, zp, a);
@@ -326,7 +343,7 @@ static int amx_long_fits(const imat *m) {
  * on from carry (the same 16 x 16 int32 layout as carry_store's) and back to it, or at the group's
  * end are finished as amx_tile_groups finishes a group. */
 static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int sb, int se,
-                          const imat *m, int panel, int g, int cols, int32_t *carry, int cont, int zp) {
+                          const imat *m, int panel, int g, int cols, int32_t *carry, int cont, int zp, int sgn) {
     const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half);
     size_t stride = (size_t)m->half * 2;
     if (cont) _tile_loadd(0, carry, 64);
@@ -334,7 +351,7 @@ static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uin
     for (int c = 2 * sb; c < 2 * se; c += 64) {
         _tile_loadd(1, xb + c, stride);
         _tile_loadd(2, blk + (size_t)(c - 2 * sb) / 4 * 64, 64);
-        _tile_dpbsud(0, 1, 2);
+        amx_dot(sgn);
     }
     if (se < group_end_at(g, m->group, m->k) / 2) { /* the group goes on in the next block */
         _tile_stored(0, carry, 64);
@@ -349,6 +366,16 @@ static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uin
     amx_join(sums, x, r0, m, panel, g, zp, a);
     z_store(y, ldy, x, r0, g == m->n_groups - 1, AMX_ROWS, cm, a);
 }
+
+/* Whether v_block writes its quads signed: where sixteen rows or more of a block run on tiles and the
+ * weights carry an offset. tdpbssd then multiplies the signed weights themselves, so the tiles' sums
+ * come out as z_tile_groups' with the offset term already off, exactly, and no row's join subtracts
+ * it (a quarter of that float work per group). Writing them so costs one byte subtraction in
+ * v_quads; only a block whose last rows fall to the zmm tiles pays a pass to put the offset back. */
+static int amx_signed(int type, const imat *m, int rows) {
+    if (!m->goff || rows < AMX_ROWS || !i_unit(type, m, 1)) return 0;
+    return m->group / 2 <= I_BLOCK ? amx_fits(m) : amx_long_fits(m);
+}
 #endif
 #endif
 
@@ -360,9 +387,13 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
                          int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
                          int32_t *carry, int cont) {
     int slot = (m->group / 2 + 1) / 2; /* quads per whole group */
+    int sgn = 0;
+#ifdef VNNI_AMX
+    sgn = amx_signed(type, m, rows);
+#endif
     for (int g = g0; g < g1; g++) {
         int gb = g * m->group / 2, ge = group_end_at(g, m->group, m->k) / 2;
-        v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64);
+        v_quads(type, wp, gb > sb ? gb : sb, ge < se ? ge : se, blk + (size_t)(g - g0) * (size_t)slot * 64, sgn);
     }
     int r = r0, end = r0 + rows;
     if (m->group / 2 <= I_BLOCK) { /* whole groups: float sums in registers, three rows at a time */
@@ -375,8 +406,9 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
             if (end - r >= AMX_ROWS && amx_fits(m)) {
                 amx_config(m->group < 64 ? m->group : 64);
                 for (; r + AMX_ROWS <= end; r += AMX_ROWS)
-                    amx_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, cols, zp);
+                    amx_tile_groups(y + (size_t)r * ldy, ldy, x, r, blk, slot, m, panel, g0, g1, cols, zp, sgn);
                 _tile_release();
+                if (sgn && r < end) amx_unsign(blk, (size_t)(g1 - g0) * (size_t)slot * 64, i_unit(type, m, 1));
             }
 #endif
             for (; r + Z_ROWS <= end; r += Z_ROWS)
@@ -408,8 +440,10 @@ static void v_block(int type, float *y, int ldy, const kern_qx *x, const uint8_t
         for (int i = r0; i < end; i++) zp |= x->zero[i];
         amx_config(64);
         for (; r + AMX_ROWS <= end; r += AMX_ROWS)
-            amx_tile_long(y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, cols, carry + (r - r0) * 16, cont, zp);
+            amx_tile_long(y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, cols, carry + (r - r0) * 16, cont,
+                          zp, sgn);
         _tile_release();
+        if (sgn && r < end) amx_unsign(blk, (size_t)(se - sb) * 32, i_unit(type, m, 1)); /* (se - sb) / 2 quads */
     }
 #endif
 #define V_TILE(R) v_tile(type, y + (size_t)r * ldy, ldy, x, r, blk, sb, se, m, panel, g0, R, cols, carry + (r - r0) * 16, cont)
