@@ -190,8 +190,8 @@ static INLINE void i_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
 }
 
 static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *km, int n,
-                                 int k, int ob, int oe, const int32_t *goff) {
-    imat m = imat_of(km, k, goff);
+                                 int k, int ob, int oe, const int32_t *goff, const float *xsum) {
+    imat m = imat_of(km, k, goff, xsum);
     int n_groups = m.n_groups;
     size_t bytes = type == KERN_I8 ? 32 : 16;
     int p0 = ob;
@@ -250,34 +250,40 @@ static INLINE void matmul_i(int type, kern_int_block_fn block, float *y, int ldy
 }
 
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                          int k, int ob, int oe, const int32_t *goff) {
-    if (w->type == KERN_I8) matmul_i(KERN_I8, block, y, ldy, x, w, n, k, ob, oe, goff);
-    else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe, goff);
+                          int k, int ob, int oe, const int32_t *goff, const float *xsum) {
+    if (w->type == KERN_I8) matmul_i(KERN_I8, block, y, ldy, x, w, n, k, ob, oe, goff, xsum);
+    else matmul_i(KERN_I4, block, y, ldy, x, w, n, k, ob, oe, goff, xsum);
 }
 
 void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
                              int k, int ob, int oe) {
-    /* one row (decode) runs its GEMV; the few panels left over need no table */
-    int32_t *goff = n > 1 ? malloc((size_t)n * (size_t)kern_q_groups(k, w->group) * sizeof *goff) : NULL;
-    if (goff) kern_group_offsets(goff, x, w, n, k);
-    kern_avx2_int_matmul(block, y, ldy, x, w, n, k, ob, oe, goff);
+    /* one row (decode) runs its GEMV; the few panels left over need no table. One allocation holds
+     * both tables (int32 and float entries are the same size). */
+    size_t cells = (size_t)n * (size_t)kern_q_groups(k, w->group);
+    int32_t *goff = n > 1 ? malloc(cells * (w->mins ? 2 : 1) * sizeof *goff) : NULL;
+    float *xsum = goff && w->mins ? (float *)(void *)(goff + cells) : NULL;
+    if (goff) kern_group_offsets(goff, xsum, x, w, n, k);
+    kern_avx2_int_matmul(block, y, ldy, x, w, n, k, ob, oe, goff, xsum);
     free(goff);
 }
 
-void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k) {
+void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k) {
     imat m = {.mn = {.v = w->mins}};
     int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = i_unit(w->type, &m, 1);
     for (int r = 0; r < n; r++) {
         const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);
-        for (int g = 0; g < n_groups; g++)
-            goff[(size_t)r * n_groups + g] = group_offset(unit, ps, g * w->group / 2, group_end_at(g, w->group, k) / 2);
+        for (int g = 0; g < n_groups; g++) {
+            int b = g * w->group / 2, e = group_end_at(g, w->group, k) / 2;
+            goff[(size_t)r * n_groups + g] = group_offset(unit, ps, b, e);
+            if (xsum) xsum[(size_t)r * n_groups + g] = (float)(ps[e] - ps[b]);
+        }
     }
 }
 
 void kern_avx2_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
     if (w->type == KERN_I4) kern_avx2_i4_matmul(y, ldy, x, w, n, k, ob, oe);
-    else kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe, NULL);
+    else kern_avx2_int_matmul(NULL, y, ldy, x, w, n, k, ob, oe, NULL, NULL);
 }
 
 /* The activation quantizer in AVX2: the same values as the scalar one (roundf's halves away from

@@ -13,11 +13,15 @@ typedef struct imat {
     int k, half, n_groups, group;
     const int32_t *goff; /* NULL, or [n rows, n_groups]: the weights' offset off each row's group sums
                           * (unit times the input's sum over the group), computed once per call */
+    const float *xsum;   /* with goff and mins, else NULL: [n rows, n_groups], each row's input sum over
+                          * each group (i_xsum) as a float, exact, made once per call beside goff for
+                          * the zmm and AMX joins (z_join), which had reworked it from the prefix sums
+                          * in every panel; the ymm tiles still do (the table measured nothing there) */
 } imat;
-static INLINE imat imat_of(const kern_mat *km, int k, const int32_t *goff) {
+static INLINE imat imat_of(const kern_mat *km, int k, const int32_t *goff, const float *xsum) {
     int n_groups = kern_q_groups(k, km->group);
     return (imat){km->w, qscales_of(km, 0, n_groups), qscales_of(km, 1, n_groups), km->wsum, k, k / 2, n_groups,
-                  km->group, goff};
+                  km->group, goff, xsum};
 }
 
 /* The offset of a type's unsigned weights, per unit of the input's sum: I4's stored nibble is value +
@@ -163,18 +167,20 @@ typedef void (*kern_int_block_fn)(int type, float *y, int ldy, const kern_qx *x,
                                   int sb, int se, const imat *m, int panel, int g0, int g1, int r0, int rows, int cols,
                                   int32_t *carry, int cont);
 /* The integer GEMM/GEMV over I8 or I4 (avx2_int.c): block NULL for the AVX2 pair-step tiles (I8
- * only: I4 always comes with a block); goff NULL, or the table of imat's goff for the n rows
+ * only: I4 always comes with a block); goff and xsum NULL, or imat's tables for the n rows
  * (kern_group_offsets). */
 void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                          int k, int ob, int oe, const int32_t *goff);
-/* kern_avx2_int_matmul with the table goff for its n rows (kern_group_offsets), or without it where
- * it finds no memory (the tiles then work the offsets out from the prefix sums). */
+                          int k, int ob, int oe, const int32_t *goff, const float *xsum);
+/* kern_avx2_int_matmul with the tables goff and (weights with mins) xsum for its n rows
+ * (kern_group_offsets), or without them where it finds no memory (the tiles then work the offsets
+ * out from the prefix sums). */
 void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
                              int k, int ob, int oe);
 /* I4 prefill on AVX2 without VNNI: vnni.c's blocks with vpmaddubsw (avx2_quads.c). */
 void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int k, int ob, int oe);
 /* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit i_unit's for
- * vpdpbusd (the offsets of unsigned weights), for the n rows of x and w's groups. */
-void kern_group_offsets(int32_t *goff, const kern_qx *x, const kern_mat *w, int n, int k);
+ * vpdpbusd (the offsets of unsigned weights), for the n rows of x and w's groups; xsum (NULL, or
+ * for weights with mins) the sums themselves as floats. */
+void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k);
 
 #endif

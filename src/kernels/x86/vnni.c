@@ -187,8 +187,9 @@ static INLINE __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *q) {
 }
 /* The end of group g for R rows whose int32 sums d[] are complete (the offset taken off): the
  * static zero points' term, the scale and, with mins, the mins times the rows' input sums over the
- * group (pair steps b .. e-1), into the float sums a[], in the twin's order. */
-static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, int g, int b, int e, int R, int zp,
+ * group (the table m->xsum: the zmm and AMX tiles run only with the tables), into the float sums
+ * a[], in the twin's order. */
+static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, int g, int R, int zp,
                           __m512i *d, __m512 *a) {
     __m512 s = scales16_z(&m->sc, panel, g);
     if (zp) {
@@ -205,7 +206,7 @@ static INLINE void z_join(const kern_qx *x, int r0, const imat *m, int panel, in
         __m512 mn = scales16_z(&m->mn, panel, g);
         _Pragma("GCC unroll 16") for (int r = 0; r < R; r++) {
             __m512 mr = x->group ? _mm512_mul_ps(mn, _mm512_set1_ps(kern_qx_scale(x, m->group, r0 + r, g))) : mn;
-            a[r] = _mm512_fmadd_ps(mr, _mm512_set1_ps((float)i_xsum(x, m, r0 + r, b, e)), a[r]);
+            a[r] = _mm512_fmadd_ps(mr, _mm512_set1_ps(m->xsum[(size_t)(r0 + r) * m->n_groups + g]), a[r]);
         }
     }
 }
@@ -227,7 +228,7 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
         a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
     for (int g = g0; g < g1; g++) {
-        int e = group_end_at(g, m->group, m->k) / 2, st = g * m->group / 2, b = st;
+        int e = group_end_at(g, m->group, m->k) / 2, st = g * m->group / 2;
         const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
         __m512i d[Z_ROWS];
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) d[r] = _mm512_set1_epi32(-goff[(size_t)r * ng + (size_t)g]);
@@ -250,7 +251,7 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
             _Pragma("GCC unroll 8") for (int r = 0; r < R; r++)
                 d[r] = _mm512_dpbusd_epi32(d[r], w, _mm512_set1_epi32(xb[(size_t)r * half + (size_t)st]));
         }
-        z_join(x, r0, m, panel, g, b, e, R, zp, d, a);
+        z_join(x, r0, m, panel, g, R, zp, d, a);
     }
     z_store(y, ldy, x, r0, g1 == m->n_groups, R, cm, a);
 }
@@ -306,7 +307,7 @@ static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const
                             __m512 *a) {
     __m512i d[AMX_ROWS];
     _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++) d[r] = _mm512_load_si512(sums + r * 16);
-    z_join(x, r0, m, panel, g, g * m->group / 2, group_end_at(g, m->group, m->k) / 2, AMX_ROWS, zp, d, a);
+    z_join(x, r0, m, panel, g, AMX_ROWS, zp, d, a);
 }
 
 static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
@@ -554,7 +555,7 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
 #endif
     (void)d;
     if (n == 1) {
-        imat m = imat_of(w, k, NULL);
+        imat m = imat_of(w, k, NULL, NULL);
         for (int p0 = ob; p0 < oe; p0 += 4 * KERN_PANEL) {
             int rest = oe - p0, P = (rest + KERN_PANEL - 1) / KERN_PANEL, cols = rest - (P - 1) * KERN_PANEL;
             if (P > 4) P = 4, cols = KERN_PANEL;
