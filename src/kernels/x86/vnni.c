@@ -263,9 +263,10 @@ static INLINE void z_tile_groups(float *y, int ldy, const kern_qx *x, int r0, co
  * read in place with the row stride. tdpbssd (signed inputs, the weights written signed in the block,
  * amx_signed) or, for weights without an offset, tdpbsud sums a 16 x 16 tile of exact int32 dot
  * products over up to 64 k values; stored, each row's sums are z_tile_groups' int32 sums, and the
- * float operations after are z_join's: the same results. Groups must be whole quads and either fit one tile (at most 64 values) or be made of
- * whole tiles (amx_fits); anything else and the last rows (fewer than 16) run z_tile_groups. Long
- * groups (per channel) carry their tile's sums from block to block (amx_tile_long). */
+ * float operations after are z_join's: the same results. Groups must be whole quads and either fit
+ * one tile (at most 64 values) or be made of whole tiles (amx_fits); anything else and the last rows
+ * (fewer than 16) run z_tile_groups. Long groups (per channel) carry their tile's sums from block to
+ * block (amx_tile_long). */
 #define AMX_ROWS 16
 static int amx_fits(const imat *m) {
     return m->k % m->group == 0 && m->group % 4 == 0 && (m->group <= 64 || m->group % 64 == 0);
