@@ -256,25 +256,25 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
 }
 
 void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                             int k, int ob, int oe) {
+                             int k, int ob, int oe, int first) {
     /* one row (decode) runs its GEMV; the few panels left over need no table. One allocation holds
      * both tables (int32 and float entries are the same size). */
     size_t cells = (size_t)n * (size_t)kern_q_groups(k, w->group);
     int32_t *goff = n > 1 ? malloc(cells * (w->mins ? 2 : 1) * sizeof *goff) : NULL;
     float *xsum = goff && w->mins ? (float *)(void *)(goff + cells) : NULL;
-    if (goff) kern_group_offsets(goff, xsum, x, w, n, k);
+    if (goff) kern_group_offsets(goff, xsum, x, w, n, k, first);
     kern_avx2_int_matmul(block, y, ldy, x, w, n, k, ob, oe, goff, xsum);
     free(goff);
 }
 
-void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k) {
+void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k, int first) {
     imat m = {.mn = {.v = w->mins}};
     int n_groups = kern_q_groups(k, w->group), half = k / 2, unit = i_unit(w->type, &m, 1);
-    for (int r = 0; r < n; r++) {
+    for (int r = xsum ? 0 : first; r < n; r++) {
         const int32_t *ps = x->psum + (size_t)r * (size_t)(half + 1);
         for (int g = 0; g < n_groups; g++) {
             int b = g * w->group / 2, e = group_end_at(g, w->group, k) / 2;
-            goff[(size_t)r * n_groups + g] = group_offset(unit, ps, b, e);
+            if (r >= first) goff[(size_t)r * n_groups + g] = group_offset(unit, ps, b, e);
             if (xsum) xsum[(size_t)r * n_groups + g] = (float)(ps[e] - ps[b]);
         }
     }

@@ -173,14 +173,15 @@ void kern_avx2_int_matmul(kern_int_block_fn block, float *y, int ldy, const kern
                           int k, int ob, int oe, const int32_t *goff, const float *xsum);
 /* kern_avx2_int_matmul with the tables goff and (weights with mins) xsum for its n rows
  * (kern_group_offsets), or without them where it finds no memory (the tiles then work the offsets
- * out from the prefix sums). */
+ * out from the prefix sums). first: the first row whose offsets the variant's tiles read (AMX's
+ * tiles read none: rows 0 .. first-1 of goff are left unwritten), 0 for all. */
 void kern_int_matmul_offsets(kern_int_block_fn block, float *y, int ldy, const kern_qx *x, const kern_mat *w, int n,
-                             int k, int ob, int oe);
+                             int k, int ob, int oe, int first);
 /* I4 prefill on AVX2 without VNNI: vnni.c's blocks with vpmaddubsw (avx2_quads.c). */
 void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int k, int ob, int oe);
 /* goff[r * n_groups + g] = unit * (the sum of row r's input values over group g), unit i_unit's for
- * vpdpbusd (the offsets of unsigned weights), for the n rows of x and w's groups; xsum (NULL, or
- * for weights with mins) the sums themselves as floats. */
-void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k);
+ * vpdpbusd (the offsets of unsigned weights), for rows first .. n-1 of x and w's groups; xsum (NULL,
+ * or for weights with mins) the sums themselves as floats, for all n rows. */
+void kern_group_offsets(int32_t *goff, float *xsum, const kern_qx *x, const kern_mat *w, int n, int k, int first);
 
 #endif

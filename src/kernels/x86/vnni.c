@@ -571,15 +571,24 @@ void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_m
         }
         return;
     }
-    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe);
+#ifdef VNNI_AMX
+    /* the rows that run on tiles (v_block: sixteen at a time from row 0, whole groups or long ones
+     * alike, where the groups fit them) read no offsets (amx_signed; or none to read, with mins) */
+    _Static_assert(Q_ROWS % AMX_ROWS == 0, "long groups' blocks of rows start on a tile");
+    imat m = imat_of(w, k, NULL, NULL);
+    int tiled = (m.group / 2 <= I_BLOCK ? amx_fits(&m) : amx_long_fits(&m)) ? n - n % AMX_ROWS : 0;
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe, tiled);
+#else
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe, 0);
+#endif
 }
 #elif defined(V_MADDUBS)
 void kern_avx2_i4_matmul(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int k, int ob, int oe) {
-    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe);
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe, 0);
 }
 #else
 void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe) {
     (void)d;
-    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe); /* decode keeps the AVX2 GEMV (its tail panels: v_block) */
+    kern_int_matmul_offsets(v_block, y, ldy, x, w, n, k, ob, oe, 0); /* decode keeps the AVX2 GEMV (its tail panels: v_block) */
 }
 #endif
