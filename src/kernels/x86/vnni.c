@@ -272,16 +272,19 @@ static int amx_fits(const imat *m) {
     return m->k % m->group == 0 && m->group % 4 == 0 && (m->group <= 64 || m->group % 64 == 0);
 }
 
-/* Tiles 0: C, 16 rows x 16 int32; 1: A, 16 rows x kc input bytes; 2: B, kc / 4 quads x 64 bytes.
- * Loaded by the thread that runs the block (the configuration is per thread), released after it. */
+/* Tiles 0: C, 16 rows x 16 int32; 1: A, 16 rows x kc input bytes; 2: B, kc / 4 quads x 64 bytes;
+ * 3, 4, 5: a second C, A and B (amx_tile_groups' other set). Loaded by the thread that runs the
+ * block (the configuration is per thread), released after it. */
 static void amx_config(int kc) {
     /* bytes 0: palette 1; 16 + 2t: tile t's bytes per row (16 bits); 48 + t: its rows; the rest 0 */
     uint8_t c[64] __attribute__((aligned(64)));
     memset(c, 0, sizeof c);
     c[0] = 1;
-    c[16] = 64, c[48] = AMX_ROWS;
-    c[18] = (uint8_t)kc, c[49] = AMX_ROWS;
-    c[20] = 64, c[50] = (uint8_t)(kc / 4);
+    for (int t = 0; t < 6; t += 3) {
+        c[16 + 2 * t] = 64, c[48 + t] = AMX_ROWS;
+        c[18 + 2 * t] = (uint8_t)kc, c[49 + t] = AMX_ROWS;
+        c[20 + 2 * t] = 64, c[50 + t] = (uint8_t)(kc / 4);
+    }
     /* GCC 12 does not see ldtilecfg read all 64 bytes: it dropped part of the zeroing of a struct,
      * and the reserved bytes it left made ldtilecfg fault. */
     __asm__ volatile("" : : "r"(c) : "memory");
@@ -311,6 +314,24 @@ static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const
     z_join(x, r0, m, panel, g, AMX_ROWS, zp, d, a);
 }
 
+/* Group G's products (of block blk, from g0) into tile C of the set (C, A, B): tiles 0-2 or 3-5. The
+ * tile numbers are instruction immediates, so each set is its own code. */
+#define AMX_PRODUCTS(G, C, A, B)                                                                                       \
+    do {                                                                                                               \
+        const uint8_t *wq = blk + (size_t)((G) - g0) * (size_t)slot * 64;                                              \
+        _tile_zero(C);                                                                                                 \
+        for (int c = 0; c < m->group; c += kc) {                                                                       \
+            _tile_loadd(A, xb + (size_t)(G) * m->group + c, stride);                                                   \
+            _tile_loadd(B, wq + (size_t)c / 4 * 64, 64);                                                               \
+            if (sgn) _tile_dpbssd(C, A, B);                                                                            \
+            else _tile_dpbsud(C, A, B);                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+/* Sixteen rows over groups g0 .. g1-1 as a pipeline on the two sets of tiles: group g + 1's products
+ * are issued before group g's sums are stored and joined, so the tile unit works on the next group
+ * while the vector unit joins this one (tiles are not renamed: on one set, each group's loads waited
+ * for the last group's store). The joins stay in group order: the same bits. */
 static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const uint8_t *blk, int slot,
                             const imat *m, int panel, int g0, int g1, int cols, int zp, int sgn) {
     const uint8_t *xb = (const uint8_t *)(x->bytes + (size_t)r0 * m->half); /* row r's k-th byte: xb[r * 2 half + k] */
@@ -321,19 +342,19 @@ static void amx_tile_groups(float *y, int ldy, const kern_qx *x, int r0, const u
     __m512 a[AMX_ROWS];
     _Pragma("GCC unroll 16") for (int r = 0; r < AMX_ROWS; r++)
         a[r] = g0 ? _mm512_maskz_loadu_ps(cm, y + (size_t)r * ldy) : _mm512_setzero_ps();
-    for (int g = g0; g < g1; g++) {
-        const uint8_t *wq = blk + (size_t)(g - g0) * (size_t)slot * 64;
-        _tile_zero(0);
-        for (int c = 0; c < m->group; c += kc) {
-            _tile_loadd(1, xb + (size_t)g * m->group + c, stride);
-            _tile_loadd(2, wq + (size_t)c / 4 * 64, 64);
-            amx_dot(sgn);
-        }
+    AMX_PRODUCTS(g0, 0, 1, 2);
+    for (int g = g0; g < g1; g += 2) { /* g's products are on set 0 */
+        if (g + 1 < g1) AMX_PRODUCTS(g + 1, 3, 4, 5);
         _tile_stored(0, sums, 64);
         amx_join(sums, x, r0, m, panel, g, zp, a);
+        if (g + 1 == g1) break;
+        if (g + 2 < g1) AMX_PRODUCTS(g + 2, 0, 1, 2);
+        _tile_stored(3, sums, 64);
+        amx_join(sums, x, r0, m, panel, g + 1, zp, a);
     }
     z_store(y, ldy, x, r0, g1 == m->n_groups, AMX_ROWS, cm, a);
 }
+#undef AMX_PRODUCTS
 
 /* A long group (longer than a block: per channel) on tiles needs every block to be whole tiles of
  * 64 values: the group's length a multiple of 64 (blocks hold 512 values). */
