@@ -299,11 +299,13 @@ static void amx_unsign(uint8_t *blk, size_t bytes, int unit) {
     for (size_t i = 0; i < bytes; i += 64) _mm512_storeu_si512(blk + i, _mm512_add_epi8(_mm512_loadu_si512(blk + i), u));
 }
 
-/* One tile product into tile 0: signed weights (the offset off the block) or unsigned (no offset). */
-static INLINE void amx_dot(int sgn) {
-    if (sgn) _tile_dpbssd(0, 1, 2);
-    else _tile_dpbsud(0, 1, 2);
-}
+/* One tile product A x B into tile C: signed weights (the offset off the block) or unsigned (no
+ * offset). A macro: tile numbers are instruction immediates. */
+#define AMX_DOT(C, A, B, sgn)                                                                                          \
+    do {                                                                                                               \
+        if (sgn) _tile_dpbssd(C, A, B);                                                                                \
+        else _tile_dpbsud(C, A, B);                                                                                    \
+    } while (0)
 
 /* Group g's int32 sums as the tile stored them (sums: 16 rows x 16; no offset in them: amx_signed),
  * joined into the rows' float sums a[] (z_join). */
@@ -314,8 +316,8 @@ static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const
     z_join(x, r0, m, panel, g, AMX_ROWS, zp, d, a);
 }
 
-/* Group G's products (of block blk, from g0) into tile C of the set (C, A, B): tiles 0-2 or 3-5. The
- * tile numbers are instruction immediates, so each set is its own code. */
+/* Group G's products (of block blk, from g0) into tile C of the set (C, A, B): tiles 0-2 or 3-5,
+ * each set its own code (AMX_DOT). */
 #define AMX_PRODUCTS(G, C, A, B)                                                                                       \
     do {                                                                                                               \
         const uint8_t *wq = blk + (size_t)((G) - g0) * (size_t)slot * 64;                                              \
@@ -323,8 +325,7 @@ static INLINE void amx_join(const int32_t *sums, const kern_qx *x, int r0, const
         for (int c = 0; c < m->group; c += kc) {                                                                       \
             _tile_loadd(A, xb + (size_t)(G) * m->group + c, stride);                                                   \
             _tile_loadd(B, wq + (size_t)c / 4 * 64, 64);                                                               \
-            if (sgn) _tile_dpbssd(C, A, B);                                                                            \
-            else _tile_dpbsud(C, A, B);                                                                                \
+            AMX_DOT(C, A, B, sgn);                                                                                     \
         }                                                                                                              \
     } while (0)
 
@@ -374,7 +375,7 @@ static void amx_tile_long(float *y, int ldy, const kern_qx *x, int r0, const uin
     for (int c = 2 * sb; c < 2 * se; c += 64) {
         _tile_loadd(1, xb + c, stride);
         _tile_loadd(2, blk + (size_t)(c - 2 * sb) / 4 * 64, 64);
-        amx_dot(sgn);
+        AMX_DOT(0, 1, 2, sgn);
     }
     if (se < group_end_at(g, m->group, m->k) / 2) { /* the group goes on in the next block */
         _tile_stored(0, carry, 64);
