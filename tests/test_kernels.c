@@ -84,6 +84,29 @@ static void make_two_level(kern_mat *m, int d, int k, void *sc, uint16_t *sd, vo
     if (m->mins) m->mins = mn, m->min_d = md;
 }
 
+/* The worst error of y[n, d] = x[n, k] W^T, W Q4 without mins, against the exact product (every
+ * term value * scale * x and their sums in double), as a fraction of the bound a kernel whose
+ * products are exact owes it: a tile of a group of G values adds 3G/2 pairs of bf16 products (one per
+ * part of x, amx_bf16.c), and the FMAs after it add the n_groups groups, each at most one rounding of
+ * 2^-24 times the sum of the terms' magnitudes. Above 1: more error than exact products allow (a
+ * lost part of x alone is 2^-16 of its terms). */
+static double q4_exact_ratio(const float *y, const float *x, const kern_mat *m, int n, int d, int k) {
+    int n_groups = kern_q_groups(k, m->group);
+    double worst = 0, steps = 1.5 * m->group + n_groups + 1;
+    for (int r = 0; r < n; r++)
+        for (int o = 0; o < d; o++) {
+            double sum = 0, mag = 0;
+            for (int kk = 0; kk < k; kk++) {
+                double p = (double)x[(size_t)r * k + kk] * kern_qvalue(m, o, kk, k) *
+                           kern_scale_at(m, kern_packed_index(o, kk / m->group, n_groups));
+                sum += p, mag += fabs(p);
+            }
+            double e = fabs(y[(size_t)r * d + o] - sum) / (steps * 0x1p-24 * mag + 1e-30);
+            if (!(e <= worst)) worst = e; /* NaN counts as the worst */
+        }
+    return worst;
+}
+
 static void test_matmul(const char *variant, int exact) {
     static const int ks[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 172, 300, 520};
     static const int ds[] = {1, 5, 16, 17, 33, 64, 80, 130};
@@ -95,7 +118,8 @@ static void test_matmul(const char *variant, int exact) {
     float *y = malloc(17 * 130 * sizeof *y), *r = malloc(17 * 130 * sizeof *r), *one = malloc(130 * sizeof *one);
     float *fsc = malloc(144 * 520 * sizeof *fsc), *fmn = malloc(144 * 520 * sizeof *fmn);
     uint16_t *sd = malloc(144 * 520 * sizeof *sd), *md = malloc(144 * 520 * sizeof *md);
-    int mismatched = 0, two_level = 0;
+    int mismatched = 0, two_level = 0, bf16_shapes = 0;
+    double worst_bf16 = 0;
     for (int wt = 0; wt < WT_COUNT; wt++)
         for (int n = 1; n <= 17; n++)
             for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
@@ -120,6 +144,14 @@ static void test_matmul(const char *variant, int exact) {
                     kern_matmul(y, d, x, &m, n, d, k, 0, d);
                     kern_matmul_ref(r, d, x, &m, n, d, k, 0, d);
                     double e = max_err(y, r, (size_t)n * d);
+                    if (!kern_matmul_exact(&m, n, k)) { /* AMX-BF16's Q4 tiles: exact products, the tile's sums */
+                        double q = q4_exact_ratio(y, x, &m, n, d, k);
+                        if (q > worst_bf16) worst_bf16 = q;
+                        CHECK(q <= 1.0, "%s %s matmul n=%d d=%d k=%d: %g of the exact products' bound", variant,
+                              names[wt], n, d, k, q);
+                        bf16_shapes++;
+                        continue; /* its rows differ from one row alone in their last bits, by design */
+                    }
                     if (exact) {
                         if (memcmp(y, r, (size_t)n * d * sizeof *y) != 0 && mismatched++ < 3)
                             CHECK(0, "%s %s matmul n=%d d=%d k=%d differs from its twin (%g)", variant, names[wt], n, d, k, e);
@@ -143,6 +175,8 @@ static void test_matmul(const char *variant, int exact) {
                 }
     CHECK(mismatched == 0, "%s: %d shapes differ from the twin", variant, mismatched);
     CHECK(two_level > 1000, "%s: only %d shapes with two-level scales", variant, two_level);
+    if (bf16_shapes) printf("  %s: %d Q4 shapes on AMX-BF16 tiles, at most %.3g of the exact products' bound\n", variant,
+                            bf16_shapes, worst_bf16);
     free(x), free(wf), free(w), free(sc), free(mn), free(y), free(r), free(one), free(fsc), free(fmn), free(sd), free(md);
 }
 
@@ -284,8 +318,11 @@ static void test_matmul_int(const char *variant, int exact) {
                                     int32_t w = qx.pairs[(size_t)row * (k / 2) + kk / 2];
                                     int xv = kk % 2 ? (int16_t)(uint16_t)((uint32_t)w >> 16) : (int16_t)(uint16_t)(w & 0xFFFF);
                                     double xsc = qx.group ? kern_qx_scale(&qx, 1, row, kk) : xs[row];
-                                    double t = xsc * (xv - zero[row]) * kern_mat_at(&mq, o, kk, k);
-                                    sum += t, mag += fabs(t);
+                                    double xt = xsc * (xv - zero[row]), wt = kern_mat_at(&mq, o, kk, k);
+                                    /* with mins the twin adds u * scale and the min apart, and |u * scale| +
+                                     * |min| <= |weight| + 2 |min|: the magnitude its roundings are relative to */
+                                    double wm = fabs(wt) + (mq.mins ? 2 * fabs(kern_min_at(&mq, kern_packed_index(o, kk / group, kern_q_groups(k, group)))) : 0);
+                                    sum += xt * wt, mag += fabs(xt) * wm;
                                 }
                                 double e = fabs(sum - r[(size_t)row * d + o]) / (mag + 1e-30);
                                 if (e > worst) worst = e;
@@ -775,6 +812,43 @@ static void test_matmul_long_prompt(const char *variant) {
     free(x), free(wf), free(y), free(r), free(w), free(sc), free(mn);
 }
 
+/* Weight-only Q4 on AMX-BF16 tiles at a prefill's shapes: 150 rows (two chunks of split activations
+ * and part of a third, six rows left to the FMA tiles), k = 1024 (four widened blocks), groups of 32
+ * and 128, f16 and two-level scales. Every row within the exact products' bound; output ranges (as
+ * threads split them) the same bits; a tile's rows the same bits whatever the other rows of the call
+ * (rows 16..31 alone); the six rows left over the twin's bits. */
+static void test_q4_amx_bf16(const char *variant) {
+    enum { N = 150, D = 40, K = 1024 };
+    float *x = malloc((size_t)N * K * sizeof *x), *wf = malloc((size_t)D * K * sizeof *wf);
+    float *y = malloc((size_t)N * D * sizeof *y), *r = malloc((size_t)N * D * sizeof *r);
+    void *w = malloc((size_t)48 * K * sizeof(float)), *sc = malloc((size_t)48 * K * sizeof(float)),
+         *mn = malloc((size_t)48 * K * sizeof(float));
+    float *fsc = malloc((size_t)48 * K * sizeof *fsc), *fmn = malloc((size_t)48 * K * sizeof *fmn);
+    uint16_t *sd = malloc((size_t)48 * K * sizeof *sd), *md = malloc((size_t)48 * K * sizeof *md);
+    fill(x, (size_t)N * K);
+    fill(wf, (size_t)D * K);
+    for (int i = 0; i < 4; i++) {
+        kern_mat m = make_weights(w, sc, mn, wf, D, K, KERN_Q4, i % 2 ? 128 : 32, KERN_F16);
+        if (i >= 2) make_two_level(&m, D, K, sc, sd, mn, md, fsc, fmn);
+        CHECK(!kern_matmul_exact(&m, N, K), "%s: Q4 with groups of %d not on the AMX-BF16 tiles", variant, m.group);
+        kern_matmul(y, D, x, &m, N, D, K, 0, D);
+        double q = q4_exact_ratio(y, x, &m, N, D, K);
+        CHECK(q <= 1.0, "%s q4 groups of %d: %g of the exact products' bound", variant, m.group, q);
+        printf("  %s: q4, %d rows, groups of %d: at most %.3g of the exact products' bound\n", variant, N, m.group, q);
+        memset(r, 0, (size_t)N * D * sizeof *r);
+        kern_matmul(r, D, x, &m, N, D, K, 16, D);
+        kern_matmul(r, D, x, &m, N, D, K, 0, 16);
+        CHECK(memcmp(y, r, (size_t)N * D * sizeof *y) == 0, "%s q4 groups of %d: output ranges differ", variant, m.group);
+        kern_matmul(r, D, x + (size_t)16 * K, &m, 16, D, K, 0, D);
+        CHECK(memcmp(r, y + (size_t)16 * D, (size_t)16 * D * sizeof *y) == 0, "%s q4 groups of %d: rows 16..31 alone differ",
+              variant, m.group);
+        kern_matmul_ref(r, D, x + (size_t)144 * K, &m, 6, D, K, 0, D);
+        CHECK(memcmp(r, y + (size_t)144 * D, (size_t)6 * D * sizeof *y) == 0, "%s q4 groups of %d: the last six rows "
+              "differ from the twin", variant, m.group);
+    }
+    free(x), free(wf), free(y), free(r), free(w), free(sc), free(mn), free(fsc), free(fmn), free(sd), free(md);
+}
+
 /* Prefill and decode of every weight type on a thread whose stack is 96 KiB (musl gives threads 128
  * KiB, and a session runs part of each forward call on its caller's thread): the kernels' large blocks
  * (99 KiB for the weight-only matmul) live in kern_scratch. Before they did, this crashed. */
@@ -820,9 +894,13 @@ int main(void) {
     test_matmul(v, simd); /* with FMA hardware: equal to the fmaf twin bit for bit */
     test_matmul_shifted(v, simd);
     if (simd) test_matmul_long_prompt(v);
+    if (strstr(v, "amx")) test_q4_amx_bf16(v);
     test_small_stack(v);
     test_matmul_int(v, 1);
-    if (strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_AMX), 1); /* the zmm vpdpbusd tiles too */
+    if (strstr(v, "amx")) { /* the zmm vpdpbusd tiles too, and the weight-only Q4 tiles AMX-BF16 replaces */
+        test_matmul_int(kern_limit(KERN_NO_AMX), 1);
+        test_matmul(kern_limit(KERN_NO_AMX), 1);
+    }
     if (strstr(v, "vnni") || strstr(v, "amx")) test_matmul_int(kern_limit(KERN_NO_VNNI), 1); /* the AVX2 integer tiles too */
     if (strstr(v, "vbmi") || strstr(v, "amx")) test_matmul(kern_limit(KERN_NO_VBMI), 1); /* the Q4 GEMV without VBMI too */
     if (strstr(v, "avx512")) { /* the 256-bit float tiles too, and the ymm vpdpbusd where the CPU has it */

@@ -1,6 +1,6 @@
 /* Quantized programs (etch_quantize): stories260K with 8w keeps the reference greedy output for its
  * first 50 tokens; every scheme gives bit-identical logits in batched and one-token prefill and in
- * a static program; the file holds what the scheme says (types, scales, tying); bad requests fail
+ * a static program (4w on AMX-BF16: batched within a tolerance, kern_matmul_exact); the file holds what the scheme says (types, scales, tying); bad requests fail
  * with a clear error and leave no file. */
 #include "format/format.h"
 #include "kernels/kernels.h"
@@ -12,6 +12,14 @@
 #include <unistd.h>
 
 enum { LEN = 200 };
+
+/* Whether 4w's batched rows equal one-token ones bit for bit with groups of `group`: not on AMX-BF16,
+ * whose tiles sum exact products in their own order (kernels.h, kern_matmul_exact); there the test
+ * takes a tolerance, and test_kernels the kernel's bound. */
+static int q4_tiles_exact(int group) {
+    kern_mat m = {.type = KERN_Q4, .group = group};
+    return kern_matmul_exact(&m, 64, 4 * group);
+}
 
 static const char *quantize(const char *in, const char *name, const char *scheme, int group, const char *qembd) {
     const char *out = check_tmp_path(name);
@@ -391,7 +399,8 @@ int main(void) {
     cJSON_Delete(ref);
     free(json);
 
-    /* --- every scheme: batched, one-token and static prefill give the same logits, bit for bit */
+    /* --- every scheme: batched, one-token and static prefill give the same logits, bit for bit (but 4w's
+     * batched rows on AMX-BF16) */
     etch_program *p;
     etch_error err;
     REQUIRE(etch_program_open(f32, &p, &err) == ETCH_OK, "%s", err.message);
@@ -417,8 +426,17 @@ int main(void) {
         const char *qs = quantize(f32_static, sname, schemes[i].scheme, schemes[i].group, schemes[i].qembd);
         REQUIRE(q && qs, "%s", schemes[i].name);
         REQUIRE(all_logits(q, ids, 0, a) && all_logits(q, ids, 1, b) && all_logits(qs, ids, 1, c), "%s logits", q);
-        CHECK(memcmp(a, b, bytes) == 0, "%s: batched and one-token prefill differ", schemes[i].name);
-        CHECK(memcmp(a, c, bytes) == 0, "%s: the static program differs", schemes[i].name);
+        if (!strcmp(schemes[i].scheme, "4w") && !q4_tiles_exact(schemes[i].group ? schemes[i].group : 32)) {
+            double worst = 0, top = 0;
+            for (size_t j = 0; j < (size_t)LEN * V; j++) worst = fmax(worst, fabs(a[j] - b[j])), top = fmax(top, fabs(b[j]));
+            printf("%-14s on AMX-BF16 tiles: batched logits within %.3g of one-token ones (largest %.3g)\n", schemes[i].name,
+                   worst, top);
+            CHECK(worst <= 1e-3 * top, "%s: batched and one-token prefill differ by %g (largest logit %g)", schemes[i].name,
+                  worst, top);
+        } else {
+            CHECK(memcmp(a, b, bytes) == 0, "%s: batched and one-token prefill differ", schemes[i].name);
+        }
+        CHECK(memcmp(b, c, bytes) == 0, "%s: the static program differs", schemes[i].name);
         double diff = 0, mag = 0;
         for (size_t j = 0; j < (size_t)LEN * V; j++) diff += fabs(a[j] - fl[j]), mag += fabs(fl[j]);
         printf("%-14s %7ld bytes (f32 %ld), mean |logit - f32 logit| / mean |f32 logit| = %.4f\n", schemes[i].name,

@@ -52,7 +52,7 @@ static const kern_variant avx512_vnni =
     X86_VARIANT("avx512+vnni", avx512, kern_avx512_matmul_q4, kern_avx512_vnni_matmul_i);
 static const kern_variant avx512_vbmi =
     X86_VARIANT("avx512+vnni+vbmi", avx512, kern_avx512_vbmi_matmul_q4, kern_avx512_vnni_matmul_i);
-static const kern_variant avx512_amx = X86_VARIANT("avx512+amx", avx512, kern_avx512_vbmi_matmul_q4, kern_amx_matmul_i);
+static const kern_variant avx512_amx = X86_VARIANT("avx512+amx", avx512, kern_amx_matmul_q4, kern_amx_matmul_i);
 
 /* AVX2, FMA and F16C from CPUID, and the OS saving the YMM registers (XGETBV): the same answer with
  * GCC and clang (clang's __builtin_cpu_supports has no "f16c"). */
@@ -93,13 +93,14 @@ static int cpu_has_avx512_vbmi(void) {
     return (c >> 1) & 1 && cpu_has_avx512_vnni();
 }
 
-/* AMX-TILE and AMX-INT8 (CPUID leaf 7 EDX bits 24 and 25), the OS saving the tile state (XGETBV
+/* AMX-TILE, AMX-INT8 and AMX-BF16 (CPUID leaf 7 EDX bits 24, 25 and 22: every AMX CPU so far has
+ * all three), the OS saving the tile state (XGETBV
  * bits 17 and 18), and Linux granting it to this process: the tile data is off until asked for
  * (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), and a tile instruction without it is
  * SIGILL. Asking again is harmless; the grant covers every thread of the process. */
 static int cpu_has_amx(void) {
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1)) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((d >> 24) & 1) || !((d >> 25) & 1) || !((d >> 22) & 1)) return 0;
     unsigned lo, hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     if ((lo & (3u << 17)) != (3u << 17)) return 0;
@@ -159,6 +160,15 @@ const char *kern_limit(int level) {
 
 void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {
     active->matmul[w->type](y, ldy, x, w, n, d, k, o_begin, o_end);
+}
+
+int kern_matmul_exact(const kern_mat *w, int n, int k) {
+#ifdef KERN_X86
+    if (active == &avx512_amx && w->type == KERN_Q4 && kern_amx_q4_takes(w, n, k)) return 0;
+#else
+    (void)w, (void)n, (void)k;
+#endif
+    return 1;
 }
 
 void kern_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end) {

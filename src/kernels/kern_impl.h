@@ -109,6 +109,10 @@ double kern_seconds(void);
  * time: a kernel does not call another while it holds it. scratch.c. */
 #define KERN_SCRATCH_BYTES (128 * 1024)
 void *kern_scratch(void);
+/* This thread's second block, of at least `bytes` (64-byte aligned), grown (its contents lost) when a
+ * call asks for more than it holds and kept until the thread exits; NULL when it cannot be had. For
+ * working sets that grow with the call's shape (amx_bf16.c's split activations). */
+void *kern_scratch_grown(size_t bytes);
 
 /* One instruction set's kernels. matmul is indexed by the float and weight-only types (KERN_F32 ..
  * KERN_Q4); matmul_i takes I8 and I4. Every entry equals its twin in reference.c bit for bit, except
@@ -157,6 +161,8 @@ void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 /* x86/avx512_vnni.c: vnni.c's GEMM with its dot loop on zmm registers (AVX512-VNNI). */
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* The same with its whole-group blocks on AMX-INT8 tiles (amx.c). */
+int kern_amx_q4_takes(const kern_mat *w, int n, int k);
+void kern_amx_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,

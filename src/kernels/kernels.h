@@ -191,6 +191,12 @@ static inline void kern_q4_put(uint8_t *q, int o, int kk, int k, int v) {
  * (batched and one-token prefill agree exactly). Quantized matrices with more than one row are
  * widened block by block into f32 on the stack and multiplied there. */
 void kern_matmul(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin, int o_end);
+/* Whether kern_matmul with these arguments equals the twin bit for bit (as above). The one exception:
+ * on AMX-BF16 (the avx512+amx variant) Q4 without mins, groups of whole 32-value tiles up to 256, takes
+ * its rows in multiples of 16 on tiles whose products are exact but whose sums are added in the
+ * tile's own order (x86/amx_bf16.c): those rows differ from the twin, and from the same rows
+ * computed one at a time, in their last bits, within a bound test_kernels checks. */
+int kern_matmul_exact(const kern_mat *w, int n, int k);
 void kern_matmul_ref(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int o_begin,
                      int o_end);
 

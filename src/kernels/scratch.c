@@ -26,3 +26,30 @@ void *kern_scratch(void) {
     }
     return p;
 }
+
+/* The grown block: a second key, its size in front of it. */
+typedef struct grown {
+    size_t bytes;
+    _Alignas(64) unsigned char data[];
+} grown;
+static pthread_key_t grown_key;
+static int grown_ok;
+static pthread_once_t grown_once = PTHREAD_ONCE_INIT;
+
+static void make_grown_key(void) { grown_ok = pthread_key_create(&grown_key, free) == 0; }
+
+void *kern_scratch_grown(size_t bytes) {
+    pthread_once(&grown_once, make_grown_key);
+    if (!grown_ok) return NULL;
+    grown *g = pthread_getspecific(grown_key);
+    if (g && g->bytes >= bytes) return g->data;
+    grown *bigger = aligned_alloc(64, (sizeof *g + bytes + 63) / 64 * 64);
+    if (!bigger) return NULL;
+    if (pthread_setspecific(grown_key, bigger) != 0) {
+        free(bigger);
+        return NULL;
+    }
+    free(g);
+    bigger->bytes = bytes;
+    return bigger->data;
+}
