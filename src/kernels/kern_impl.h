@@ -161,9 +161,11 @@ void kern_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, 
 /* x86/avx512_vnni.c: vnni.c's GEMM with its dot loop on zmm registers (AVX512-VNNI). */
 void kern_avx512_vnni_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* The same with its whole-group blocks on AMX-INT8 tiles (amx.c). */
+void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
+/* x86/amx_bf16.c: weight-only Q4 prefill on AMX-BF16 tiles, rows in multiples of 16 where
+ * kern_amx_q4_takes says so, the rest by avx512_vbmi.c's kernel. */
 int kern_amx_q4_takes(const kern_mat *w, int n, int k);
 void kern_amx_matmul_q4(float *y, int ldy, const float *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
-void kern_amx_matmul_i(float *y, int ldy, const kern_qx *x, const kern_mat *w, int n, int d, int k, int ob, int oe);
 /* x86/avx2_attention.c (heads whose size is not a multiple of 8 take the twin). */
 void kern_avx2_attention(float *out, const float *q, const kern_kv *kv, int n, int start_pos, const kern_att_shape *a,
                          float *scores, int h_begin, int h_end);

@@ -2,7 +2,8 @@
  * the stacks embedders give their threads (glibc's default is 8 MiB, musl's 128 KiB, and a
  * session's forward call runs on the caller's thread too): the weight-only matmul's widened blocks
  * and sums of x, AVX-512 f16/bf16 prefill's widened blocks. Allocated on a thread's first call,
- * freed when the thread exits. */
+ * freed when the thread exits. A second block, grown to the largest call's need, holds working sets
+ * that grow with the shape (AMX-BF16 4w prefill's split activations). */
 #include "kern_impl.h"
 
 #include <pthread.h>
