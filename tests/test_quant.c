@@ -1,7 +1,8 @@
 /* Quantized programs (etch_quantize): stories260K with 8w keeps the reference greedy output for its
  * first 50 tokens; every scheme gives bit-identical logits in batched and one-token prefill and in
- * a static program (4w on AMX-BF16: batched within a tolerance, kern_matmul_exact); the file holds what the scheme says (types, scales, tying); bad requests fail
- * with a clear error and leave no file. */
+ * a static program (4w on AMX-BF16: batched within a tolerance, kern_matmul_exact); the file holds
+ * what the scheme says (types, scales, tying); bad requests fail with a clear error and leave no
+ * file. */
 #include "format/format.h"
 #include "kernels/kernels.h"
 #include "stories.h"
