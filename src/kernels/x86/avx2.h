@@ -99,7 +99,7 @@ static INLINE __m512 scales16_z(const qscales *s, int panel, int g) {
 /* A quantized decode GEMV's prefetch of the weight line it reads now (at): into L1 1 KiB ahead and
  * into L2 4 KiB ahead, for every line of every panel it streams. The L1 distance alone left the int8
  * GEMVs, which consume a line in a few instructions, well short of the read bandwidth; the float
- * GEMV, which reaches it without, keeps the L1 request alone (DESIGN.md, "Decode's prefetch"). */
+ * GEMV goes without either (DESIGN.md, "Decode's prefetch"). */
 static INLINE void prefetch_weights(const uint8_t *at, size_t off, size_t pstride) {
     /* off: at's offset in its panel of pstride bytes. Every decode GEMV takes four consecutive panels
      * per call, so within the panel's last 4 KiB the L2 request goes to the same offset in the next

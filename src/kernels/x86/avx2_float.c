@@ -8,7 +8,9 @@
  *          R broadcasts, 2R FMAs. Prefill. x has row stride ldx; with acc the chains continue
  *          from the values in y (a later block of kk: the same chain as one pass).
  *   gemv4: one row x four panels (64 outputs): 8 accumulators, so eight independent FMA chains
- *          hide the latency while the weights stream from memory. Decode. */
+ *          hide the latency while the weights stream from memory. Decode. No software prefetch:
+ *          on 2 MiB pages the hardware prefetchers keep four streams of whole lines ahead, and a
+ *          request per line only took issue slots (DESIGN.md, "Decode's prefetch"). */
 #define DEFINE_MATMUL(T)                                                                               \
     static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off, \
                                      int R, int cols, int acc) {                                       \
@@ -47,9 +49,6 @@
         for (int kk = 0; kk < k; kk++) {                                                               \
             __m256 xb = _mm256_broadcast_ss(x + kk);                                                   \
             size_t o = off + (size_t)kk * 16;                                                          \
-            if (!(kk & 1)) /* one cache line per stream every two steps, 1 KiB ahead */               \
-                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)                                    \
-                    _mm_prefetch((const char *)w + (o + p * stride) * sizeof_##T + 1024, _MM_HINT_T0); \
             _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {                                      \
                 a[2 * p] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride), a[2 * p]);                \
                 a[2 * p + 1] = _mm256_fmadd_ps(xb, load8_##T(w, o + p * stride + 8), a[2 * p + 1]);    \
