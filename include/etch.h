@@ -548,7 +548,8 @@ const int32_t *etch_session_generated_ids(const etch_session *s, int32_t *n);
 
 /* Measures, with n_threads threads (0: the physical cores), the machine's fp32 fused multiply-add
  * peak (GFLOP/s, a multiply-add counting 2) and its memory read bandwidth (GB/s, summing a buffer
- * of 256 MiB split between the threads). Takes about half a second. For benchmarks that report achieved
+ * of 256 MiB split between the threads, on 2 MiB pages where the system gives them, as a program's
+ * weights are mapped). Takes about half a second. For benchmarks that report achieved
  * figures as fractions of the machine's. */
 etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch_error *err);
 
