@@ -44,8 +44,8 @@ etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate 256 MiB for the bandwidth measurement");
     }
     /* On 2 MiB pages, as a mapped program's weights are (base_advise_huge): on 4 KiB pages the
-     * hardware prefetchers stop at every page, and the same loop reads 1.3-1.8x less than decode's
-     * weights can stream (DESIGN.md, "The read probe"). */
+     * hardware prefetchers stop at every page, and the probe can read less than the weights stream
+     * (DESIGN.md, "The read probe"). */
     j->buf = (float *)(void *)(raw + (huge - (uintptr_t)raw % huge) % huge);
     base_advise_huge(j->buf, n * sizeof(float));
     memset(j->buf, 1, n * sizeof(float)); /* touch every page before timing */

@@ -9,8 +9,8 @@
  *          from the values in y (a later block of kk: the same chain as one pass).
  *   gemv4: one row x four panels (64 outputs): 8 accumulators, so eight independent FMA chains
  *          hide the latency while the weights stream from memory. Decode. No software prefetch:
- *          on 2 MiB pages the hardware prefetchers keep four streams of whole lines ahead, and a
- *          request per line only took issue slots (DESIGN.md, "Decode's prefetch"). */
+ *          the hardware prefetchers keep up with four streams of whole lines, and requests of its
+ *          own made it slower (DESIGN.md, "Decode's prefetch"). */
 #define DEFINE_MATMUL(T)                                                                               \
     static INLINE void tile_##T(float *y, int ldy, const float *x, int ldx, int k, const void *w, size_t off, \
                                      int R, int cols, int acc) {                                       \
