@@ -35,18 +35,16 @@ etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch
     if (st) return st;
     roof_job *j = base_calloc(1, sizeof *j);
     size_t n = (size_t)1 << 26; /* 256 MiB of floats: eight times the largest L3 we meet, and a quarter of the time to fill */
-    const size_t huge = (size_t)2 << 20;
-    uint8_t *raw = j ? base_malloc(n * sizeof(float) + huge) : NULL;
-    if (!j || !raw) {
-        base_free(raw);
+    if (j) j->buf = base_malloc(n * sizeof(float));
+    if (!j || !j->buf) {
+        if (j) base_free(j->buf);
         base_free(j);
         base_pool_free(pool);
         return base_fail(err, ETCH_ERR_NOMEM, "cannot allocate 256 MiB for the bandwidth measurement");
     }
-    /* On 2 MiB pages, as a mapped program's weights are (base_advise_huge): on 4 KiB pages the
-     * hardware prefetchers stop at every page, and the probe can read less than the weights stream
-     * (DESIGN.md, "The read probe"). */
-    j->buf = (float *)(void *)(raw + (huge - (uintptr_t)raw % huge) % huge);
+    /* On 2 MiB pages (every whole 2 MiB block of it), as a mapped program's weights are: on 4 KiB
+     * pages the hardware prefetchers stop at every page, and the probe can read less than the
+     * weights stream (DESIGN.md, "The read probe"). */
     base_advise_huge(j->buf, n * sizeof(float));
     memset(j->buf, 1, n * sizeof(float)); /* touch every page before timing */
     j->n = n;
@@ -64,7 +62,7 @@ etch_status etch_roofline(int n_threads, double *gflops, double *read_gbps, etch
         best = sum > best ? sum : best;
     }
     *read_gbps = best;
-    base_free(raw);
+    base_free(j->buf);
     base_free(j);
     base_pool_free(pool);
     return ETCH_OK;
